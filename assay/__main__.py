@@ -1,0 +1,3 @@
+from assay.cli.main import main
+
+main()

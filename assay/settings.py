@@ -1,0 +1,66 @@
+"""One settings object for the whole house, read from ASSAY_* environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from assay.errors import UserError
+
+
+class Limits(BaseSettings):
+    """Default sandbox limits; a capability manifest may only tighten them."""
+
+    model_config = SettingsConfigDict(env_prefix="ASSAY_LIMIT_", extra="ignore")
+
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+    memory_mb: int = Field(2048, ge=64)
+    pids: int = Field(128, ge=8)
+    cpus: float = Field(2.0, gt=0)
+    output_bytes: int = Field(1 << 20, ge=1024)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ASSAY_", extra="ignore")
+
+    home: Path = Field(default_factory=lambda: Path.home() / ".local" / "share" / "assay")
+    ledger_url: str | None = None
+    sandbox_backend: Literal["auto", "docker", "bwrap"] = "auto"
+    docker_image: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+
+    @property
+    def resolved_ledger_url(self) -> str:
+        return self.ledger_url or f"sqlite:///{self.home / 'ledger.db'}"
+
+    def ensure_home(self) -> Path:
+        """Create ASSAY_HOME, or say in one line why it cannot be used."""
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            probe = self.home / ".write-probe"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise UserError(
+                f"ASSAY_HOME {self.home} is not writable ({exc.strerror})",
+                "set ASSAY_HOME to a directory you can write, e.g. export ASSAY_HOME=$HOME/.assay",
+            ) from None
+        return self.home
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings(limits=Limits())
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = "ASSAY_" + "_".join(str(p) for p in err["loc"]).upper()
+        raise UserError(f"{field} is invalid: {err['msg']}", f"unset {field} or give a valid value") from None
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    return load_settings()

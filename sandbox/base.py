@@ -1,0 +1,62 @@
+"""The one sandbox seam: every backend implements `Sandbox`; there is no unsandboxed backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+KillReason = Literal["timeout", "memory", "pids", "output"]
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    timeout_s: float = 60.0
+    memory_mb: int = 2048
+    pids: int = 128
+    cpus: float = 2.0
+    output_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What a sandbox may see. The workspace is the only writable host path."""
+
+    workspace: Path
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    # Extra read-only binds (host path -> path inside), e.g. a task file or a harness folder.
+    ro_binds: tuple[tuple[Path, str], ...] = ()
+    # Path of the workspace inside the sandbox.
+    workdir: str = "/workspace"
+
+
+@dataclass
+class ExecResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    duration_s: float
+    killed: KillReason | None = None
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.killed is None
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    backend: str
+    spec: SandboxSpec
+
+    def exec(
+        self,
+        command: list[str] | str,
+        timeout: float | None = None,
+        stdin: bytes | str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run one command inside; the whole process tree dies at `timeout` (default: the spec's)."""
+        ...
+
+    def close(self) -> None: ...
