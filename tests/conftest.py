@@ -1,6 +1,6 @@
 """Shared test plumbing.
 
-A test that needs a backend (Docker, bubblewrap, PostgreSQL, npx) calls `need(...)`: on a
+A test that needs a backend (Docker, bubblewrap, PostgreSQL, npx) uses the `need` fixture: on a
 user's machine a missing backend is a skip with a clear reason; in CI, where
 ASSAY_REQUIRE_SANDBOXES=1, the same absence is a failure, so nothing passes by skipping.
 """
@@ -14,12 +14,18 @@ import pytest
 REQUIRED = os.environ.get("ASSAY_REQUIRE_SANDBOXES") == "1"
 
 
-def need(available: bool, reason: str) -> None:
+def _need(available: bool, reason: str) -> None:
     if available:
         return
     if REQUIRED:
         pytest.fail(f"ASSAY_REQUIRE_SANDBOXES=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture
+def need():
+    """`need(available, reason)`: skip here, fail in CI."""
+    return _need
 
 
 @pytest.fixture(autouse=True)
