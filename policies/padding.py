@@ -1,0 +1,56 @@
+"""Trace padding (invariant 5): what an outside observer sees stops depending on private data.
+
+Sizes are padded up to a bucket and release times to a fixed per-tool ceiling (or the next
+multiple of a quantum), so a passing and a failing test, or a short and a long secret file,
+look the same on the wire. Padding lives outside content: the model never reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+from pydantic import BaseModel, Field
+
+PAD_KEY = "assay/padding"
+
+
+class PaddingPolicy(BaseModel):
+    enabled: bool = False
+    size_bucket: int = Field(4096, ge=256, description="pad every message up to a multiple of this many bytes")
+    time_quantum_s: float = Field(0.25, gt=0, description="release results at the next multiple of this")
+    # A fixed release time per tool; calls finishing later are released at the next quantum
+    # after the ceiling and counted as ceiling overruns (a leak an operator should see).
+    ceilings_s: dict[str, float] = Field(default_factory=dict)
+    default_ceiling_s: float | None = None
+
+    def padded_size(self, n: int) -> int:
+        return max(1, math.ceil(n / self.size_bucket)) * self.size_bucket
+
+    def release_after(self, tool: str, elapsed_s: float) -> tuple[float, bool]:
+        """Seconds since the call started at which its result may leave; and whether it overran."""
+        ceiling = self.ceilings_s.get(tool, self.default_ceiling_s)
+        if ceiling is not None and elapsed_s <= ceiling:
+            return ceiling, False
+        start = ceiling or 0.0
+        q = self.time_quantum_s
+        return start + math.ceil(max(elapsed_s - start, 1e-9) / q) * q, ceiling is not None
+
+
+def pad_to_bucket(size_of: Callable[[], int], set_padding: Callable[[str], None], policy: PaddingPolicy) -> int:
+    """Grow a message's padding field until its serialized size is exactly a bucket multiple.
+
+    `size_of()` measures the message as it will be written; `set_padding(s)` stores filler.
+    The field is created empty first, so its framing is counted in the base size; the filler
+    is ASCII spaces, which no JSON encoder escapes, so each space adds exactly one byte.
+    """
+    set_padding("")
+    base = size_of()
+    target = policy.padded_size(base)
+    set_padding(" " * (target - base))
+    return size_of()
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()

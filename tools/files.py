@@ -1,0 +1,197 @@
+"""Workspace file tools: list, read, write, diff. Nothing outside the workspace, ever.
+
+Paths are checked twice: lexically and with symlinks resolved by the capability layer, and
+again on the opened file descriptor, because code in the sandbox can swap a directory for a
+symlink between the check and the open.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from assay.tools.context import ToolContext
+from assay.tools.registry import ToolFailure, registry
+
+MAX_LIST = 2000
+READ_CAP = 256 * 1024
+WRITE_CAP = 4 * 1024 * 1024
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _inside(ws: Path, fd: int) -> bool:
+    real = os.readlink(f"/proc/self/fd/{fd}")
+    root = str(ws.resolve())
+    return real == root or real.startswith(root + os.sep)
+
+
+def _rel(path: str) -> str:
+    if "\x00" in path:
+        raise ToolFailure("path contains a NUL byte")
+    p = Path(path)
+    if p.is_absolute() or ".." in p.parts:
+        raise ToolFailure(f"path {path!r} must be relative to the workspace and must not contain '..'")
+    return str(p)
+
+
+def _own_like_workspace(ws: Path, fd: int) -> None:
+    """Files the host writes must stay usable by the sandbox's unprivileged user."""
+    if os.geteuid() == 0:
+        st = ws.stat()
+        os.fchown(fd, st.st_uid, st.st_gid)
+
+
+def open_in_workspace(ws: Path, path: str, flags: int, mode: int = 0o644) -> int:
+    """Open `path` under `ws` without following a symlink anywhere along the way."""
+    rel = Path(_rel(path))
+    dir_fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        parts = rel.parts
+        for i, part in enumerate(parts[:-1]):
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            except FileNotFoundError:
+                if not flags & os.O_CREAT:
+                    raise ToolFailure(f"{path!r} does not exist") from None
+                os.mkdir(part, 0o755, dir_fd=dir_fd)
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                _own_like_workspace(ws, nxt)
+            except OSError:
+                raise ToolFailure(f"{'/'.join(parts[: i + 1])!r} is a symlink or not a directory; refused") from None
+            os.close(dir_fd)
+            dir_fd = nxt
+        if not parts:
+            return os.dup(dir_fd)
+        try:
+            fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+        except FileNotFoundError:
+            raise ToolFailure(f"{path!r} does not exist") from None
+        except IsADirectoryError:
+            raise ToolFailure(f"{path!r} is a directory") from None
+        except OSError as exc:
+            raise ToolFailure(f"cannot open {path!r}: {exc.strerror} (symlinks are refused)") from None
+        if not _inside(ws, fd):
+            os.close(fd)
+            raise ToolFailure(f"{path!r} resolves outside the workspace; refused")
+        if flags & os.O_CREAT:
+            _own_like_workspace(ws, fd)
+        return fd
+    finally:
+        os.close(dir_fd)
+
+
+def read_bytes(ws: Path, path: str, cap: int) -> tuple[bytes, int]:
+    fd = open_in_workspace(ws, path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolFailure(f"{path!r} is not a regular file")
+        return fh.read(cap), st.st_size
+
+
+class ListArgs(_Args):
+    path: str = Field(".", max_length=1024, description="folder inside the workspace")
+
+
+class Entry(BaseModel):
+    path: str
+    size: int
+    is_dir: bool
+
+
+class Listing(BaseModel):
+    entries: list[Entry]
+    truncated: bool
+
+
+@registry.tool(read_only=True, idempotent=True)
+def list_files(ctx: ToolContext, args: ListArgs) -> Listing:
+    """List files under a folder of the workspace (recursively, symlinks not followed)."""
+    fd = open_in_workspace(ctx.workspace, args.path, os.O_RDONLY | os.O_DIRECTORY)
+    os.close(fd)
+    base = ctx.workspace / _rel(args.path)
+    entries: list[Entry] = []
+    for root, dirs, files in os.walk(base, followlinks=False):
+        dirs.sort()
+        for name in sorted(dirs) + sorted(files):
+            full = Path(root) / name
+            st = full.lstat()
+            entries.append(Entry(path=str(full.relative_to(ctx.workspace)), size=st.st_size, is_dir=stat.S_ISDIR(st.st_mode)))
+            if len(entries) >= MAX_LIST:
+                return Listing(entries=entries, truncated=True)
+    return Listing(entries=entries, truncated=False)
+
+
+class ReadArgs(_Args):
+    path: str = Field(..., max_length=1024)
+    max_bytes: int = Field(READ_CAP, ge=1, le=READ_CAP)
+
+
+class FileText(BaseModel):
+    path: str
+    content: str
+    size: int
+    truncated: bool
+
+
+@registry.tool(read_only=True, idempotent=True)
+def read_file(ctx: ToolContext, args: ReadArgs) -> FileText:
+    """Read a text file of the workspace."""
+    data, size = read_bytes(ctx.workspace, args.path, args.max_bytes)
+    return FileText(path=args.path, content=data.decode("utf-8", "replace"), size=size, truncated=size > len(data))
+
+
+class WriteArgs(_Args):
+    path: str = Field(..., max_length=1024)
+    content: str = Field(..., max_length=WRITE_CAP)
+
+
+class Written(BaseModel):
+    path: str
+    bytes_written: int
+    sha256: str
+
+
+@registry.tool(destructive=True, idempotent=True)
+def write_file(ctx: ToolContext, args: WriteArgs) -> Written:
+    """Create or overwrite a text file in the workspace (parent folders are created)."""
+    data = args.content.encode()
+    fd = open_in_workspace(ctx.workspace, args.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return Written(path=args.path, bytes_written=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+class DiffArgs(_Args):
+    a: str = Field(..., max_length=1024, description="a workspace file")
+    b: str = Field(..., max_length=1024, description="another workspace file")
+    context: int = Field(3, ge=0, le=20)
+
+
+class Diff(BaseModel):
+    diff: str
+    identical: bool
+
+
+@registry.tool(read_only=True, idempotent=True)
+def diff(ctx: ToolContext, args: DiffArgs) -> Diff:
+    """Unified diff between two files of the workspace."""
+    a, _ = read_bytes(ctx.workspace, args.a, READ_CAP)
+    b, _ = read_bytes(ctx.workspace, args.b, READ_CAP)
+    lines = difflib.unified_diff(
+        a.decode("utf-8", "replace").splitlines(keepends=True),
+        b.decode("utf-8", "replace").splitlines(keepends=True),
+        fromfile=args.a,
+        tofile=args.b,
+        n=args.context,
+    )
+    text = "".join(lines)
+    return Diff(diff=text, identical=not text)

@@ -1,0 +1,31 @@
+"""Gateway wrapper 3: trace padding's timing half (invariant 5).
+
+A result is held back until the tool's fixed ceiling (or the next time quantum) after the
+call arrived, so how long a tool took stops telling an observer about private data. The
+size half is applied where the message is serialized (`Session.pad`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+
+from assay.policies.padding import PaddingPolicy
+from assay.tools.seam import Handler, ToolCall, ToolOutcome
+
+
+class Padding:
+    def __init__(self, inner: Handler, policy: PaddingPolicy, clock=time.monotonic_ns):
+        self.inner, self.policy, self.clock = inner, policy, clock
+
+    async def __call__(self, call: ToolCall) -> ToolOutcome:
+        outcome = await self.inner(call)
+        if not self.policy.enabled:
+            return outcome
+        elapsed = (self.clock() - call.started_ns) / 1e9
+        release, overran = self.policy.release_after(call.name, elapsed)
+        if overran:
+            outcome.meta["padding_overrun_s"] = round(elapsed - release, 4)
+        await anyio.sleep(max(0.0, release - (self.clock() - call.started_ns) / 1e9))
+        return outcome

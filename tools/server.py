@@ -1,0 +1,75 @@
+"""assay's MCP server: every tool call from any client crosses the session's gateway.
+
+Built on the SDK's low-level `Server` so there is exactly one tool-call seam: the SDK parses
+JSON-RPC; listing and calling tools are ours, and a call can only reach a tool through the
+gateway stack that the session was built with.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server import Server
+
+from assay import __version__
+from assay.tools.session import Session
+
+log = logging.getLogger(__name__)
+
+# The client may name its call (e.g. the agent's tool-call id) so that a run resumed after a
+# crash replays the same keys; the gateway then returns the recorded outcome instead of
+# running the tool twice.
+CALL_KEY_META = "assay/call-key"
+
+
+def build_server(session: Session) -> Server:
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[spec.mcp_tool() for spec in session.listed_tools()])
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        meta = params.meta.model_dump() if params.meta is not None else {}
+        client_key = meta.get(CALL_KEY_META) if isinstance(meta, dict) else None
+        key = f"c:{str(client_key)[:128]}" if client_key else f"s:{uuid.uuid4().hex}"
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            try:
+                await ctx.session.report_progress(done, total, message)
+            except Exception:  # a client that stops listening must not fail the tool
+                log.debug("progress notification dropped", exc_info=True)
+
+        outcome = await session.call(params.name, params.arguments or {}, key=key, progress=progress)
+        content = [types.TextContent(type="text", text=outcome.text)]
+        result = types.CallToolResult(
+            content=content,
+            structured_content=outcome.structured if not outcome.is_error or outcome.structured else None,
+            is_error=outcome.is_error,
+        )
+        return session.pad(result)
+
+    return Server(
+        "assay",
+        version=__version__,
+        instructions=session.instructions(),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def serve_stdio(session: Session) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(session)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+__all__ = ["build_server", "serve_stdio", "CALL_KEY_META", "anyio"]
