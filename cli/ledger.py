@@ -1,5 +1,91 @@
-"""`assay ledger`: work in progress."""
+"""`assay ledger`: check the verdict chain and see what the ledger holds.
+
+Both commands only read: they never create a ledger file or a table, so pointing them at a
+wrong URL leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
 
 import typer
 
-app = typer.Typer(help="ledger commands", no_args_is_help=True)
+app = typer.Typer(
+    help="The ledger: every run, step, tool call, policy decision and verdict, with verdicts hash-chained.",
+    no_args_is_help=True,
+)
+
+UrlOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--url",
+        help="Ledger database URL (sqlite:///path or postgresql+psycopg://user:pw@host/db). "
+        "Default: ASSAY_LEDGER_URL, else ledger.db under ASSAY_HOME.",
+        show_default=False,
+    ),
+]
+
+
+@app.command()
+def verify(
+    url: UrlOption = None,
+    head: Annotated[
+        Optional[str],
+        typer.Option(
+            "--head",
+            help="A row_hash you recorded earlier; verify also fails if that row has been cut off the end of the chain.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+) -> None:
+    """Walk the verdict hash chain: exit 0 if intact, 1 naming the first bad row.
+
+    A row is bad if it was changed, deleted, reordered or linked to the wrong predecessor
+    behind the ledger's back. Exit 2 if there is no ledger to verify.
+    """
+    from assay.ledger import Ledger
+
+    with Ledger.open(url, create=False) as ledger:
+        report = ledger.verify_chain(expected_head=head)
+        unguarded = [t for t, ok in ledger.guards().items() if not ok]
+        where = ledger.url
+    if as_json:
+        typer.echo(json.dumps({
+            "ok": report.ok, "count": report.count, "head": report.head, "problem": report.problem,
+            "row_id": report.row_id, "detail": report.detail, "url": where, "unguarded_tables": unguarded,
+        }))
+    else:
+        line = f"{report.summary()} ({where})"
+        if unguarded:
+            line += f"; WARNING: append-only triggers missing on {', '.join(unguarded)}"
+        typer.echo(line)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+@app.command()
+def info(
+    url: UrlOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Show which database holds the ledger, its row counts, and its append-only triggers."""
+    from assay.ledger import Ledger, NoLedger
+
+    try:
+        ledger = Ledger.open(url, create=False)
+    except NoLedger as exc:
+        if as_json:
+            typer.echo(json.dumps({"exists": False, "detail": exc.problem}))
+        else:
+            typer.echo(f"ledger: {exc.problem}")
+        return
+    with ledger:
+        counts, guards, where, dialect = ledger.counts(), ledger.guards(), ledger.url, ledger.dialect
+    if as_json:
+        typer.echo(json.dumps({"exists": True, "url": where, "dialect": dialect, "counts": counts, "guards": guards}))
+        return
+    typer.echo(f"ledger: {where} ({dialect})")
+    typer.echo("rows: " + ", ".join(f"{name} {n}" for name, n in counts.items()))
+    missing = [t for t, ok in guards.items() if not ok]
+    typer.echo("append-only triggers: " + (f"MISSING on {', '.join(missing)}" if missing else "in place"))
