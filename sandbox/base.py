@@ -9,6 +9,13 @@ from typing import Literal, Protocol, runtime_checkable
 KillReason = Literal["timeout", "memory", "pids", "output"]
 
 
+class SandboxError(RuntimeError):
+    """A sandbox failed (did not start, or its helper broke the protocol and it was killed).
+
+    Distinct from `UserError`, which is bad input or a missing backend the user can fix.
+    """
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     timeout_s: float = 60.0
