@@ -1,7 +1,7 @@
-"""`assay ledger`: check the verdict chain and see what the ledger holds.
+"""`assay ledger`: prepare a ledger, check its verdict chain, see what it holds.
 
-Both commands only read: they never create a ledger file or a table, so pointing them at a
-wrong URL leaves nothing behind.
+verify and info only read: they never create a ledger file or a table, so pointing them at
+a wrong URL leaves nothing behind. Only init writes.
 """
 
 from __future__ import annotations
@@ -25,6 +25,19 @@ UrlOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+@app.command()
+def init(url: UrlOption = None) -> None:
+    """Create the ledger's tables and append-only triggers where missing.
+
+    Runs do this themselves; use it to prepare a shared PostgreSQL database, or to put back
+    triggers someone dropped. Safe to repeat.
+    """
+    from assay.ledger import Ledger
+
+    with Ledger.open(url, create=True) as ledger:
+        typer.echo(f"ledger ready: {ledger.url}")
 
 
 @app.command()
