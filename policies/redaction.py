@@ -1,0 +1,308 @@
+"""Redaction (invariant 2): secrets and personal data become placeholders before text leaves.
+
+One `Redactor` per run. `redact(text)` replaces every detected secret or personal datum with a
+placeholder such as `[[SECRET:aws-access-token:3]]` or `[[PII:email:4]]`; the same value gets
+the same placeholder for the whole run, and `restore(...)` maps placeholders back to the exact
+text they replaced (the gateway calls it only for tools whose capability allows it).
+
+Detectors, all deterministic and all RE2 (linear time on attacker-controlled text):
+1. values assay knows are secret (registered, from secret-looking env variables, key files),
+   also base64/hex/URL-encoded and wrapped across lines (known_secrets.py);
+2. gitleaks' rule set, loaded as data (secret_rules.py);
+3. personal data: e-mail, phone, IPv4/IPv6, Luhn-valid cards, mod-97-valid IBANs (pii.py);
+4. high-entropy tokens (entropy.py).
+Overlapping findings merge into one placeholder. Placeholders this run issued are left alone,
+so redacting redacted text changes nothing; a look-alike placeholder the vault never issued is
+ordinary (attacker) text and is scanned like any other.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import re2
+
+from assay.errors import UserError
+from assay.policies import entropy as _entropy
+from assay.policies import pii as _pii
+from assay.policies.known_secrets import MIN_LENGTH, KnownSecrets
+from assay.policies.secret_rules import RuleSet, load_rules
+from assay.policies.vault import PLACEHOLDER_RE, Vault
+
+# Redacting can expose a new match at a placeholder's edge (a word boundary that was not one
+# before); a few passes reach the fixpoint that makes redact idempotent. Each pass is linear,
+# and later passes run only when the previous one replaced something.
+MAX_PASSES = 4
+
+# Which detector names a merged span when findings overlap: the most specific first.
+_PRIORITY = {"known": 0, "rule": 1, "entropy": 2, "pii": 3}
+
+# Words in an environment variable's name that mark its value as secret.
+_SECRET_WORDS = frozenset(
+    """KEY KEYS APIKEY TOKEN TOKENS SECRET SECRETS PASSWORD PASSWORDS PASSWD PASS PASSPHRASE PWD
+    CREDENTIAL CREDENTIALS CREDS AUTH PRIVATE SESSION COOKIE SIGNATURE DSN CERT""".split()
+)
+_NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "PASS_MAX_DAYS", "SSH_AUTH_SOCK", "GPG_AGENT_INFO"})
+_URL_WITH_CREDENTIALS = re.compile(r"(?:DATABASE|DB|REDIS|MONGO(?:DB)?|AMQP|BROKER|POSTGRES|MYSQL)_(?:URL|URI)$")
+# Extra names to treat as secret, comma-separated: the config hook for odd names.
+SECRET_ENV_VAR = "ASSAY_SECRET_ENV"
+
+_PEM_BODY = re2.compile(rb"-----BEGIN [A-Z0-9 ]+-----([A-Za-z0-9+/=\s:,-]+?)-----END [A-Z0-9 ]+-----")
+
+
+@dataclass(frozen=True)
+class Span:
+    """One redacted region: offsets into the text given to `find`, and what it was taken for."""
+
+    start: int
+    end: int
+    category: str  # SECRET | PII
+    kind: str
+
+
+def looks_secret(name: str) -> bool:
+    """Whether an environment variable's name says its value is a secret."""
+    upper = name.upper()
+    if upper in _NOT_SECRET_NAMES:
+        return False
+    words = [w for w in re.split(r"[_\-.]+", upper) if w]
+    return any(w in _SECRET_WORDS for w in words) or bool(_URL_WITH_CREDENTIALS.search(upper))
+
+
+@lru_cache(maxsize=1)
+def default_rules() -> RuleSet:
+    """The vendored gitleaks rules, parsed and compiled once per process (they are immutable)."""
+    return load_rules()
+
+
+class Redactor:
+    """The redaction state of one run: the rules, the known secrets and the vault."""
+
+    __slots__ = ("_rules", "_known", "_vault", "_pii", "_entropy")
+
+    def __init__(self, rules: RuleSet | None = None, *, pii: bool = True, high_entropy: bool = True):
+        self._rules = rules if rules is not None else default_rules()
+        self._known = KnownSecrets()
+        self._vault = Vault()
+        self._pii = pii
+        self._entropy = high_entropy
+
+    # -- what is known to be secret -------------------------------------------------------
+
+    def add_secret(self, value: str | bytes, kind: str = "registered") -> bool:
+        """Register a value to redact wherever it appears (plain, encoded or wrapped).
+
+        Returns False when the value is too short to redact usefully (under 6 bytes) or
+        already known.
+        """
+        raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
+        return self._known.add(raw.strip() if raw.strip() else raw, kind)
+
+    def add_environment(self, environ: Mapping[str, str] | None = None, names: Iterable[str] = ()) -> int:
+        """Register the values of secret-looking variables (and of `names`, and of those listed
+        in ASSAY_SECRET_ENV). Returns how many values were registered."""
+        env = os.environ if environ is None else environ
+        listed = {n.strip() for n in names if n.strip()}
+        listed |= {n.strip() for n in env.get(SECRET_ENV_VAR, "").split(",") if n.strip()}
+        count = 0
+        for name, value in env.items():
+            if not value or not (name in listed or looks_secret(name)):
+                continue
+            if self.add_secret(value, f"env-{name}"):
+                count += 1
+        return count
+
+    def add_key_file(self, path: str | os.PathLike[str], kind: str | None = None) -> int:
+        """Register a key file's content, and for PEM files each block's base64 body, so the
+        key is caught however it is re-wrapped. Returns how many values were registered."""
+        p = Path(path)
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise UserError(f"cannot read key file {p} ({exc.strerror})", "check the path and its permissions") from None
+        label = kind or f"keyfile-{p.name}"
+        count = 0
+        for m in _PEM_BODY.finditer(data):
+            body = b"".join(m.group(1).split())
+            if self.add_secret(body, label):
+                count += 1
+        if self.add_secret(data, label):
+            count += 1
+        return count
+
+    @classmethod
+    def for_run(cls, environ: Mapping[str, str] | None = None, key_files: Iterable[str | os.PathLike[str]] = (), names: Iterable[str] = ()) -> "Redactor":
+        """A redactor with the environment's secrets and the given key files registered."""
+        redactor = cls()
+        redactor.add_environment(environ, names)
+        for path in key_files:
+            redactor.add_key_file(path)
+        return redactor
+
+    # -- finding --------------------------------------------------------------------------
+
+    def _protected(self, data: bytes) -> list[tuple[int, int]]:
+        if b"[[" not in data:
+            return []
+        return [m.span() for m in PLACEHOLDER_RE.finditer(data) if self._vault.knows(m.group())]
+
+    def _find(self, data: bytes) -> list[tuple[int, int, str, str]]:
+        """Merged findings as (start, end, category, kind) byte spans, in order."""
+        protected = self._protected(data)
+        scan = data
+        if protected:
+            masked = bytearray(data)
+            for s, e in protected:
+                masked[s:e] = b" " * (e - s)
+            scan = bytes(masked)
+        raw: list[tuple[int, int, int, str, str]] = []
+        for f in self._known.find(scan):
+            raw.append((f.start, f.end, _PRIORITY["known"], "SECRET", f.kind))
+        for f in self._rules.scan(scan):
+            raw.append((f.start, f.end, _PRIORITY["rule"], "SECRET", f.kind))
+        if self._entropy:
+            for f in _entropy.find_high_entropy(scan):
+                raw.append((f.start, f.end, _PRIORITY["entropy"], "SECRET", f.kind))
+        if self._pii:
+            for f in _pii.find_pii(scan):
+                raw.append((f.start, f.end, _PRIORITY["pii"], "PII", f.kind))
+        if not raw:
+            return []
+        raw.sort()
+        merged: list[list] = []
+        for s, e, prio, cat, kind in raw:
+            if merged and s < merged[-1][1]:
+                last = merged[-1]
+                last[1] = max(last[1], e)
+                if prio < last[4]:
+                    last[2], last[3], last[4] = cat, kind, prio
+                elif cat == "SECRET":
+                    last[2] = "SECRET"
+            else:
+                merged.append([s, e, cat, kind, prio])
+        return [(s, e, cat, kind) for s, e, cat, kind, _ in merged]
+
+    def find(self, text: str) -> list[Span]:
+        """What one redaction pass would replace, as character offsets into `text`."""
+        data = text.encode("utf-8", "surrogatepass")
+        spans = self._find(data)
+        if len(data) == len(text):  # ASCII: byte offsets are character offsets
+            return [Span(s, e, c, k) for s, e, c, k in spans]
+        out = []
+        for s, e, c, k in spans:
+            cs = len(data[:s].decode("utf-8", "surrogatepass"))
+            out.append(Span(cs, cs + len(data[s:e].decode("utf-8", "surrogatepass")), c, k))
+        return out
+
+    # -- redacting and restoring ------------------------------------------------------------
+
+    def _redact_bytes(self, data: bytes) -> bytes:
+        for _ in range(MAX_PASSES):
+            spans = self._find(data)
+            if not spans:
+                break
+            parts = []
+            pos = 0
+            for s, e, cat, kind in spans:
+                parts.append(data[pos:s])
+                parts.append(self._vault.placeholder_for(data[s:e], cat, kind))
+                pos = e
+            parts.append(data[pos:])
+            data = b"".join(parts)
+        return data
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret and personal datum replaced by its placeholder."""
+        data = text.encode("utf-8", "surrogatepass")
+        out = self._redact_bytes(data)
+        return text if out is data else out.decode("utf-8", "surrogatepass")
+
+    def redact_json(self, obj: Any) -> Any:
+        """A copy of a JSON-like structure with every string (keys too) redacted."""
+        if isinstance(obj, str):
+            return self.redact(obj)
+        if isinstance(obj, dict):
+            return {(self.redact(k) if isinstance(k, str) else k): self.redact_json(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.redact_json(v) for v in obj)
+        return obj
+
+    def restore(self, obj: Any) -> tuple[Any, int]:
+        """`obj` (a string or a JSON-like structure) with this run's placeholders replaced by the
+        real values, and how many were replaced. Unknown look-alikes are left as they are."""
+        if isinstance(obj, str):
+            return self._restore_text(obj)
+        if isinstance(obj, dict):
+            total = 0
+            out = {}
+            for k, v in obj.items():
+                if isinstance(k, str):
+                    k, n = self._restore_text(k)
+                    total += n
+                out[k], n = self.restore(v)
+                total += n
+            return out, total
+        if isinstance(obj, (list, tuple)):
+            total = 0
+            items = []
+            for v in obj:
+                v, n = self.restore(v)
+                items.append(v)
+                total += n
+            return type(obj)(items), total
+        return obj, 0
+
+    def _restore_text(self, text: str) -> tuple[str, int]:
+        if "[[" not in text:
+            return text, 0
+        data = text.encode("utf-8", "surrogatepass")
+        parts = []
+        pos = 0
+        n = 0
+        for m in PLACEHOLDER_RE.finditer(data):
+            value = self._vault.value_of(m.group())
+            if value is None:
+                continue
+            s, e = m.span()
+            parts.append(data[pos:s])
+            parts.append(value)
+            pos = e
+            n += 1
+        if not n:
+            return text, 0
+        parts.append(data[pos:])
+        return b"".join(parts).decode("utf-8", "surrogatepass"), n
+
+    # -- never leak -------------------------------------------------------------------------
+
+    @property
+    def placeholders(self) -> int:
+        """How many distinct values this run has replaced so far."""
+        return len(self._vault)
+
+    @property
+    def known_secrets(self) -> int:
+        return len(self._known)
+
+    @property
+    def rules(self) -> RuleSet:
+        return self._rules
+
+    def __repr__(self) -> str:
+        return f"<Redactor: {len(self._known)} known secrets, {len(self._vault)} placeholders, values withheld>"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, protocol: object) -> object:
+        raise TypeError("a redactor holds the run's secrets and never leaves the process")
+
+    def __copy__(self) -> object:
+        raise TypeError("a redactor holds the run's secrets and is not copied")
+
+    def __deepcopy__(self, memo: object) -> object:
+        raise TypeError("a redactor holds the run's secrets and is not copied")
