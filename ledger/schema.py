@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,17 +154,29 @@ def open_engines(raw_url: str, *, create: bool) -> Engines:
     else:
         engines = _pg_engines(url)
     try:
-        with engines.read.connect() as conn:
+        with user_facing(engines), engines.read.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
-    except sa.exc.DBAPIError as exc:
+    except BaseException:
         engines.dispose()
-        raise database_error(engines, exc) from None
+        raise
     return engines
 
 
-def database_error(engines: Engines, exc: sa.exc.DBAPIError) -> UserError:
+@contextmanager
+def user_facing(engines: Engines) -> Iterator[None]:
+    """Errors from the database itself (not from a caller's bad row) become a UserError."""
+    try:
+        yield
+    except sa.exc.IntegrityError:
+        raise
+    except (sa.exc.DBAPIError, sqlite3.Error) as exc:
+        raise database_error(engines, exc) from None
+
+
+def database_error(engines: Engines, exc: Exception) -> UserError:
     """Turn a driver's complaint about the database itself into a problem and a fix."""
-    text = str(exc.orig) if exc.orig is not None else str(exc)
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig)
     low = text.lower()
     where = engines.display_url
     if engines.dialect == "sqlite":
@@ -240,7 +254,7 @@ def ensure_tables(engines: Engines, models: Iterable[type[SQLModel]], append_onl
     """Create what is missing, in one transaction, one process at a time."""
     tables = [m.__table__ for m in models]
     guarded = [m.__table__.name for m in append_only]
-    try:
+    with user_facing(engines):
         if engines.dialect == "sqlite":
             raw = engines.write.raw_connection()
             try:
@@ -257,18 +271,16 @@ def ensure_tables(engines: Engines, models: Iterable[type[SQLModel]], append_onl
             SQLModel.metadata.create_all(conn, tables=tables, checkfirst=True)
             for name in guarded:
                 _install_guards(conn, name)
-    except sa.exc.OperationalError as exc:
-        raise database_error(engines, exc) from None
 
 
 def has_table(engines: Engines, name: str) -> bool:
-    with engines.read.connect() as conn:
+    with user_facing(engines), engines.read.connect() as conn:
         return sa.inspect(conn).has_table(name)
 
 
 def present_guards(engines: Engines, tables: Iterable[str]) -> dict[str, bool]:
     names = {t: guard_names(engines.dialect, t) for t in tables}
-    with engines.read.connect() as conn:
+    with user_facing(engines), engines.read.connect() as conn:
         if engines.dialect == "sqlite":
             found = set(conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type='trigger'").scalars())
         else:

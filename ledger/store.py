@@ -20,7 +20,17 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, func, select
 
 from assay.ledger import chain
-from assay.ledger.schema import CHAIN_LOCK, Engines, NoLedger, database_error, ensure_tables, has_table, open_engines, present_guards
+from assay.ledger.schema import (
+    CHAIN_LOCK,
+    Engines,
+    NoLedger,
+    database_error,
+    ensure_tables,
+    has_table,
+    open_engines,
+    present_guards,
+    user_facing,
+)
 from assay.ledger.tables import (
     APPEND_ONLY,
     LEDGER_TABLES,
@@ -119,6 +129,7 @@ class Ledger:
                 with s.begin():
                     yield s
         except sa.exc.OperationalError as exc:
+            # The database went away or stayed locked: the user's problem to fix, in one line.
             raise database_error(self._engines, exc) from None
 
     def ensure_tables(self, *models: type[SQLModel], append_only: bool = False) -> None:
@@ -283,7 +294,7 @@ class Ledger:
         Reads raw columns, not model objects: after tampering a value may not even parse, and
         that must be reported as a changed row, not raised."""
         cols = "id, run_id, key, created_at, payload, signature, prev_hash, row_hash"
-        with self._engines.read.connect() as conn:
+        with user_facing(self._engines), self._engines.read.connect() as conn:
 
             def find_by_hash(h: str) -> int | None:
                 return conn.execute(sa.text("SELECT id FROM verdicts WHERE row_hash = :h LIMIT 1"), {"h": h}).scalar()
