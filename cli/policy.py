@@ -14,11 +14,12 @@ app = typer.Typer(help="Capability manifests: keys, signatures, proofs.", no_arg
 def keygen(
     name: Annotated[str, typer.Option(help="key name under ASSAY_HOME/keys")] = "manifest",
     force: Annotated[bool, typer.Option("--force", help="replace an existing key")] = False,
+    if_missing: Annotated[bool, typer.Option("--if-missing", help="keep an existing key; exit 0")] = False,
 ) -> None:
     """Create an ed25519 signing key and add its public key to the trust store."""
     from assay.policies.signing import keygen as make_key
 
-    pair = make_key(name, force=force)
+    pair = make_key(name, force=force, if_missing=if_missing)
     typer.echo(f"key {pair.key_id}")
     typer.echo(f"  private {pair.private_path} (0600, keep it secret)")
     typer.echo(f"  public  {pair.public_path}")
@@ -27,15 +28,31 @@ def keygen(
 
 @app.command()
 def sign(
-    manifest: Annotated[Path, typer.Argument(help="manifest .toml to sign")],
+    manifest: Annotated[Path | None, typer.Argument(help="manifest .toml to sign")] = None,
     key: Annotated[Path | None, typer.Option(help="private key PEM (default: ASSAY_HOME/keys/manifest.key)")] = None,
     out: Annotated[Path | None, typer.Option(help="signature file (default: MANIFEST.sig)")] = None,
+    all_shipped: Annotated[
+        bool, typer.Option("--all-shipped", help="sign every manifest assay ships, into ASSAY_HOME/signatures")
+    ] = False,
 ) -> None:
     """Write MANIFEST.sig, a detached ed25519 signature over the manifest's bytes."""
+    from assay.errors import UserError
+    from assay.policies.manifest import SHIPPED_DIR
     from assay.policies.signing import sign_manifest
 
-    out = sign_manifest(manifest, key, out)
-    typer.echo(f"signed {manifest} -> {out}")
+    if all_shipped == (manifest is not None):
+        raise UserError("give either a MANIFEST or --all-shipped", "e.g. assay policy sign policies/manifests/kernel-agent.toml")
+    if manifest is not None:
+        typer.echo(f"signed {manifest} -> {sign_manifest(manifest, key, out)}")
+        return
+    if out is not None:
+        raise UserError("--out names one file; --all-shipped signs several", "drop --out")
+    shipped = sorted(SHIPPED_DIR.glob("*.toml"))
+    if not shipped:
+        raise UserError(f"no manifests found in {SHIPPED_DIR}", "reinstall assay")
+    for path in shipped:
+        # Into the store, by digest: the package folder may be read-only (site-packages).
+        typer.echo(f"signed {path} -> {sign_manifest(path, key, to_store=True)}")
 
 
 @app.command()

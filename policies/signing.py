@@ -4,6 +4,8 @@ Layout under ASSAY_HOME:
     keys/<name>.key          private key, PEM PKCS#8, mode 0600 (keys/ is 0700)
     keys/<name>.pub          its public key, PEM
     trusted-keys/<id>.pub    public keys whose manifest signatures the gateway accepts
+    signatures/<sha256>.sig  signatures of manifests that live where we may not write
+                             (the shipped ones, in site-packages), found by content digest
 
 A signature is a detached JSON file `MANIFEST.sig` beside the manifest. It covers every
 byte of the manifest (behind a fixed context string, so a signature made with the same key
@@ -74,6 +76,10 @@ def trust_dir() -> Path:
     return settings().ensure_home() / "trusted-keys"
 
 
+def signature_store() -> Path:
+    return settings().ensure_home() / "signatures"
+
+
 def _public_pem(public: Ed25519PublicKey) -> bytes:
     return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
@@ -92,13 +98,19 @@ def _write_atomic(path: Path, data: bytes, mode: int) -> None:
         raise
 
 
-def keygen(name: str = DEFAULT_KEY_NAME, *, force: bool = False) -> KeyPair:
-    """Create a signing key under ASSAY_HOME/keys and trust its public half."""
+def keygen(name: str = DEFAULT_KEY_NAME, *, force: bool = False, if_missing: bool = False) -> KeyPair:
+    """Create a signing key under ASSAY_HOME/keys and trust its public half.
+
+    `if_missing`: keep an existing key (and make sure it is trusted) instead of refusing.
+    """
     if not name.replace("-", "").replace("_", "").isalnum():
         raise UserError(f"key name {name!r} is not a plain name", "use letters, digits, '-' or '_'")
     kdir = keys_dir()
     kdir.mkdir(mode=0o700, exist_ok=True)
     private_path, public_path = kdir / f"{name}.key", kdir / f"{name}.pub"
+    if private_path.exists() and if_missing and not force:
+        public = load_private_key(private_path).public_key()
+        return KeyPair(key_id(public), private_path, public_path, trust_public_key(public))
     if private_path.exists() and not force:
         raise UserError(
             f"signing key {private_path} already exists; manifests signed with it would stop verifying",
@@ -174,9 +186,16 @@ def signature_path(manifest_path: str | Path) -> Path:
 
 
 def sign_manifest(
-    manifest_path: str | Path, private_key: str | Path | None = None, out: str | Path | None = None
+    manifest_path: str | Path,
+    private_key: str | Path | None = None,
+    out: str | Path | None = None,
+    *,
+    to_store: bool = False,
 ) -> Path:
-    """Write MANIFEST.sig; refuses a manifest that does not validate, so none gets signed by mistake."""
+    """Write MANIFEST.sig (or `out`, or the store with `to_store`).
+
+    Refuses a manifest that does not validate, so none gets signed by mistake.
+    """
     data = read_manifest_bytes(manifest_path)
     parse_manifest(data, str(manifest_path))
     key = load_private_key(private_key)
@@ -186,23 +205,26 @@ def sign_manifest(
         "sha256": hashlib.sha256(data).hexdigest(),
         "signature": base64.b64encode(key.sign(CONTEXT + data)).decode("ascii"),
     }
+    if to_store:
+        signature_store().mkdir(mode=0o755, exist_ok=True)
+        out = signature_store() / f"{body['sha256']}.sig"
     out = Path(out) if out else signature_path(manifest_path)
     _write_atomic(out, (json.dumps(body, indent=2) + "\n").encode(), 0o644)
     return out
 
 
-def _read_signature(sig_path: Path) -> tuple[str, bytes]:
+def _read_signature(sig_path: Path, manifest_path: str | Path) -> tuple[str, bytes]:
     try:
         with sig_path.open("rb") as fh:
             raw = fh.read(MAX_SIG_BYTES + 1)
     except FileNotFoundError:
         raise UserError(
-            f"manifest {sig_path.with_suffix('')} is not signed (no {sig_path.name})",
-            f"sign it: assay policy sign {sig_path.with_suffix('')}",
+            f"manifest {manifest_path} is not signed (no {sig_path})",
+            f"sign it: assay policy sign {manifest_path}",
         ) from None
     except OSError as exc:
         raise UserError(f"signature {sig_path} cannot be read ({exc.strerror})", "check its permissions") from None
-    bad = UserError(f"signature file {sig_path} is malformed", f"re-sign: assay policy sign {sig_path.with_suffix('')}")
+    bad = UserError(f"signature file {sig_path} is malformed", f"re-sign: assay policy sign {manifest_path}")
     if len(raw) > MAX_SIG_BYTES:
         raise bad
     try:
@@ -223,9 +245,19 @@ def _read_signature(sig_path: Path) -> tuple[str, bytes]:
 def verify_manifest_bytes(
     data: bytes, manifest_path: str | Path, pubkey: str | Path | None = None, signature: str | Path | None = None
 ) -> str:
-    """Check `data` against MANIFEST.sig (or `signature`); the signer's key id, or UserError."""
-    sig_path = Path(signature) if signature else signature_path(manifest_path)
-    kid, signature = _read_signature(sig_path)
+    """Check `data` against its signature; the signer's key id, or UserError.
+
+    The signature is `signature` if given, else MANIFEST.sig, else the store's entry for
+    these bytes' digest.
+    """
+    if signature:
+        sig_path = Path(signature)
+    else:
+        sig_path = signature_path(manifest_path)
+        stored = signature_store() / f"{hashlib.sha256(data).hexdigest()}.sig"
+        if not sig_path.exists() and stored.exists():
+            sig_path = stored
+    kid, sig_bytes = _read_signature(sig_path, manifest_path)
     if pubkey is not None:
         key = load_public_key(pubkey)
         if key_id(key) != kid:
@@ -241,7 +273,7 @@ def verify_manifest_bytes(
                 "trust the signer's public key with `assay policy trust KEY.pub`, or re-sign with a trusted key",
             )
     try:
-        key.verify(signature, CONTEXT + data)
+        key.verify(sig_bytes, CONTEXT + data)
     except InvalidSignature:
         raise UserError(
             f"manifest {manifest_path} does not match its signature {sig_path.name}: "

@@ -262,3 +262,15 @@ def test_cli_trust_and_sign_elsewhere(tmp_path, capsys, monkeypatch, shipped_man
     assert _run(["policy", "trust", str(pub)]) == 0
     assert _run(["policy", "verify", str(manifest), "--signature", str(sig)]) == 0
     assert not signing.signature_path(manifest).exists()
+
+
+def test_cli_make_targets_sign_the_shipped_manifests(capsys):
+    # What `make sign-examples` runs, twice: the second run must keep the key and succeed.
+    from assay.policies.manifest import shipped_manifest_path
+    from assay.policies.signing import load_signed_manifest
+
+    for _ in range(2):
+        assert _run(["policy", "keygen", "--if-missing"]) == 0
+        assert _run(["policy", "sign", "--all-shipped"]) == 0
+    assert load_signed_manifest(shipped_manifest_path("kernel-agent"), role="kernel-agent").provenance.signed
+    assert _run(["policy", "sign"]) == 2

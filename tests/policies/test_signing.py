@@ -208,3 +208,28 @@ def test_trust_store_ignores_file_names(signed):
     (only,) = list(tdir.glob("*.pub"))
     only.rename(tdir / "0000000000000000.pub")
     assert load_signed_manifest(signed).role == "signer-test"
+
+
+def test_keygen_if_missing_keeps_the_key_and_trusts_it():
+    first = keygen()
+    first.trusted_path.unlink()
+    again = keygen(if_missing=True)
+    assert again.key_id == first.key_id and again.trusted_path.exists()
+
+
+def test_signature_store_is_found_by_content_digest(tmp_path):
+    keygen()
+    path = tmp_path / "role.toml"
+    path.write_bytes(GOOD)
+    out = sign_manifest(path, to_store=True)
+    assert out.parent == signing.signature_store() and not signing.signature_path(path).exists()
+    assert load_signed_manifest(path).provenance.signed
+    # Changed bytes have another digest: no stored signature applies to them.
+    path.write_bytes(GOOD + b"\n")
+    with pytest.raises(UserError, match="is not signed"):
+        load_signed_manifest(path)
+    # A .sig beside the file wins over the store, so a stale one there is not bypassed.
+    path.write_bytes(GOOD)
+    signing.signature_path(path).write_text("{}")
+    with pytest.raises(UserError, match="malformed"):
+        load_signed_manifest(path)
