@@ -9,11 +9,14 @@ falls back to rlimits, which `assay sandbox check` reports as weaker containment
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
+from pathlib import Path
 
 from assay.errors import UserError
 from assay.sandbox.base import SandboxSpec
@@ -25,6 +28,7 @@ from assay.sandbox.toolchain import (
     check_spec,
     etc_files,
     host_toolchain,
+    own_workspace,
     rlimits,
     sandbox_ids,
 )
@@ -55,6 +59,49 @@ def _supports(flag: str) -> bool:
     return flag in out.stdout + out.stderr
 
 
+NOBODY = 65534
+STAGE_ROOT = "/dev/shm"  # a tmpfs is mounted over it, in the launcher's private mount namespace only
+LAUNCHER = Path(__file__).with_name("launcher.py")
+
+
+def _launcher_argv(cgroup_procs: list[str], stage: list[tuple[str, str]], argv: list[str]) -> list[str]:
+    spec = {
+        "cgroup_procs": cgroup_procs,
+        "stage": stage,
+        "stage_root": STAGE_ROOT,
+        "uid": NOBODY,
+        "gid": NOBODY,
+        "argv": argv,
+    }
+    return [os.path.realpath(sys.executable), "-I", "-S", str(LAUNCHER), json.dumps(spec)]
+
+
+@lru_cache(maxsize=1)
+def _mode() -> tuple[str, int, str]:
+    """(mode, host uid commands run as, what that means).
+
+    A sandbox's uid is mapped to the uid that started bwrap. Started by root, that is host
+    root: no capabilities, but permission checks that only compare uids (sysctl files in
+    /proc/sys, root-owned files) would pass. So root starts bwrap through launcher.py as
+    nobody where the kernel allows unprivileged user namespaces, and falls back only where not.
+    """
+    uid = os.getuid()
+    if uid != 0:
+        return "user", uid, f"commands run as your uid {uid}"
+    path = bwrap_path() or "bwrap"
+    probe = subprocess.run(
+        _launcher_argv([], [], [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+                               *_symlink_args(), "--", "/usr/bin/true"]),
+        capture_output=True, timeout=10,
+    )
+    if probe.returncode == 0:
+        return "nobody", NOBODY, f"commands run as host uid {NOBODY} (unprivileged user namespace)"
+    return "root", 0, (
+        "weaker: no unprivileged user namespaces, so the sandbox uid maps to host root "
+        "(no capabilities; /proc/sys hidden)"
+    )
+
+
 def availability() -> tuple[bool, str]:
     """Can bwrap start a sandbox here? Runs a tiny one, since user namespaces may be off."""
     path = bwrap_path()
@@ -76,7 +123,7 @@ def availability() -> tuple[bool, str]:
             "e.g. sudo sysctl -w kernel.unprivileged_userns_clone=1 "
             "(Ubuntu 24.04: kernel.apparmor_restrict_unprivileged_userns=0)"
         )
-    return True, f"{version or 'bubblewrap'} at {path}"
+    return True, f"{version or 'bubblewrap'} at {path}; {_mode()[2]}"
 
 
 def require() -> str:
@@ -104,9 +151,10 @@ class BwrapSandbox(ResidentSandbox):
         self._workspace = check_spec(spec)
         self._proc: subprocess.Popen | None = None
         self._cgroup: Cgroup | None = None
+        self._owner = (os.getuid(), os.getgid())
         self.containment = ""
 
-    def _args(self, data_fds: dict[str, int]) -> list[str]:
+    def _args(self, mode: str, src, data_fds: dict[str, int]) -> list[str]:
         tc = host_toolchain()
         uid, gid = sandbox_ids()
         args = [
@@ -125,39 +173,52 @@ class BwrapSandbox(ResidentSandbox):
         ]
         if _supports("--disable-userns"):
             args.append("--disable-userns")  # no nested user namespaces to regain capabilities in
+        # src(): where bwrap finds a host path; staged by the launcher when bwrap runs as nobody.
         for d in tc.ro_dirs:
-            args += ["--ro-bind", d, d]
+            args += ["--ro-bind", src(d), d]
         args += _symlink_args()
         for e in tc.etc:
-            args += ["--ro-bind", e, e]
+            args += ["--ro-bind", src(e), e]
         for path, fd in data_fds.items():
             args += ["--ro-bind-data", str(fd), path]
+        args += ["--proc", "/proc"]
+        if mode == "root":
+            # Sysctl files check only "euid is root", which a root-mapped sandbox passes.
+            args += ["--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys"]
         args += [
-            "--proc", "/proc",
             "--dev", "/dev",
             "--perms", "1777", "--tmpfs", "/dev/shm",
             "--perms", "1777", "--tmpfs", "/tmp",
-            "--bind", str(self._workspace), self.spec.workdir,
+            "--bind", src(str(self._workspace)), self.spec.workdir,
         ]
-        for src, dst in self.spec.ro_binds:
-            args += ["--ro-bind", str(src), str(dst)]
+        for host_path, dst in self.spec.ro_binds:
+            args += ["--ro-bind", src(str(host_path)), str(dst)]
         args += ["--remount-ro", "/", "--chdir", self.spec.workdir]
         return args
 
     def _launch(self):
         limits = self.spec.limits
+        mode, host_uid, mode_detail = _mode()
         try:
             self._cgroup = Cgroup.create(limits.memory_mb, limits.pids, limits.cpus)
-            self.containment = f"{self._cgroup.kind} ({', '.join(self._cgroup.controllers)})"
+            self.containment = f"{self._cgroup.kind} ({', '.join(self._cgroup.controllers)}); {mode_detail}"
         except CgroupUnavailable as exc:
             self._cgroup = None
-            self.containment = f"rlimits only, weaker: {exc}"
-        import json
-
+            self.containment = f"rlimits only, weaker: {exc}; {mode_detail}"
+        self._owner = (host_uid, host_uid if mode != "user" else os.getgid())
         init = json.dumps({"rlimits": rlimits(self.spec, cgroup_limits=self._cgroup is not None)})
         uid, gid = sandbox_ids()
         fds: dict[str, int] = {}
         keep: list[int] = []
+        stage: list[tuple[str, str]] = []
+
+        def src(path: str) -> str:
+            if mode != "nobody":
+                return path
+            staged = f"{STAGE_ROOT}/{len(stage)}"
+            stage.append((path, staged))
+            return staged
+
         try:
             for path, content in etc_files(uid, gid).items():
                 r, w = os.pipe()
@@ -165,9 +226,14 @@ class BwrapSandbox(ResidentSandbox):
                 os.close(w)
                 fds[path] = r
                 keep.append(r)
-            argv = self._args(fds) + ["--", host_toolchain().python, "-I", "-S", "-B", "-c", HELPER_SOURCE, init]
-            if self._cgroup is not None:
-                argv = ["/bin/sh", "-c", _JOIN, "sh", *map(str, self._cgroup.procs), "--", *argv]
+            argv = self._args(mode, src, fds) + [
+                "--", host_toolchain().python, "-I", "-S", "-B", "-c", HELPER_SOURCE, init,
+            ]
+            procs = [str(p) for p in self._cgroup.procs] if self._cgroup else []
+            if mode == "nobody":
+                argv = _launcher_argv(procs, stage, argv)
+            elif procs:
+                argv = ["/bin/sh", "-c", _JOIN, "sh", *procs, "--", *argv]
             self._proc = _SPAWNER.submit(
                 subprocess.Popen,
                 argv,
@@ -184,6 +250,9 @@ class BwrapSandbox(ResidentSandbox):
         env = base_env(host_toolchain(), self.spec)
         counters = self._cgroup.counters if self._cgroup else None
         return _PipeChannel(self._proc), counters, env
+
+    def _before_exec(self) -> None:
+        own_workspace(self._workspace, *self._owner)
 
     def _diagnostics(self) -> str:
         proc = self._proc

@@ -30,6 +30,7 @@ from assay.sandbox.toolchain import (
     check_spec,
     etc_files,
     host_toolchain,
+    own_workspace,
     rlimits,
     sandbox_ids,
 )
@@ -142,17 +143,6 @@ def ensure_image(uid: int, gid: int) -> str:
     return ref
 
 
-def _own_workspace(path, uid: int, gid: int) -> None:
-    """Root caller: hand the workspace to the container's non-root user so it can write."""
-    if os.getuid() != 0:
-        return
-    for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
-            st = os.lstat(name)
-            if st.st_uid != uid or st.st_gid != gid:
-                os.lchown(name, uid, gid)
-
-
 def _bind(src: str, dst: str, mode: str) -> str:
     if ":" in src or ":" in dst:
         raise UserError(f"docker cannot bind a path with ':' ({src} -> {dst})", "rename the path or use bwrap")
@@ -177,7 +167,6 @@ class DockerSandbox(ResidentSandbox):
 
         spec, limits = self.spec, self.spec.limits
         uid, gid = sandbox_ids()
-        _own_workspace(self._workspace, uid, gid)
         binds = [_bind(str(self._workspace), spec.workdir, "rw")]
         if self._image:
             image, python, tc = self._image, "python3", None
@@ -224,6 +213,9 @@ class DockerSandbox(ResidentSandbox):
         pid = self._api.inspect_container(self._cid)["State"]["Pid"]
         counters = Counters.of_pid(pid) if pid else None
         return _AttachChannel(sock), counters, base_env(tc, spec)
+
+    def _before_exec(self) -> None:
+        own_workspace(self._workspace, *sandbox_ids())
 
     def _diagnostics(self) -> str:
         chan = self._chan

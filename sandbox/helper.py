@@ -251,6 +251,11 @@ def run(req, frames):
 
 
 def main():
+    if os.getpid() != 1:
+        # kill(-1) outside a fresh PID namespace would signal every process the user owns
+        # (as root: the whole machine). Outside PID 1 the helper refuses to run at all.
+        sys.stderr.write("assay sandbox helper: must run as PID 1 of its own PID namespace\n")
+        raise SystemExit(3)
     init = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     dumpable = _harden()
     _apply_rlimits(init.get("rlimits") or {})

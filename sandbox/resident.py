@@ -77,6 +77,9 @@ class ResidentSandbox:
     def _diagnostics(self) -> str:
         return ""
 
+    def _before_exec(self) -> None:
+        """Runs before each exec, while no command of this sandbox is alive."""
+
     # Lifecycle ----------------------------------------------------------------------
 
     @property
@@ -141,6 +144,7 @@ class ResidentSandbox:
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
         with self._lock:
             self._ensure_started()
+            self._before_exec()
             assert self._chan is not None and self._decoder is not None
             cap = self.spec.limits.output_bytes
             req_id, self._next_id = self._next_id, self._next_id + 1

@@ -144,3 +144,26 @@ def rlimits(spec: SandboxSpec, cgroup_limits: bool) -> dict[str, int]:
         limits["AS"] = spec.limits.memory_mb << 20
         limits["NPROC"] = spec.limits.pids
     return limits
+
+
+def own_workspace(path: Path, uid: int, gid: int) -> None:
+    """Give the workspace tree to the host uid the sandbox writes as (only a root caller can, and must).
+
+    Docker runs commands as nobody; bwrap as nobody, or as root where it cannot drop. Files
+    the host adds later (a gateway tool writing as root) would be read-only to the sandbox,
+    so this runs before every exec, while no sandbox process is alive. fwalk with dir fds
+    and no-follow chown: a symlink planted in the workspace can never redirect a chown.
+    """
+    if os.getuid() != 0:
+        return
+    top = os.lstat(path)
+    if top.st_uid != uid or top.st_gid != gid:
+        os.chown(path, uid, gid, follow_symlinks=False)
+    for _, dirs, files, dirfd in os.fwalk(path, follow_symlinks=False):
+        for name in dirs + files:
+            try:
+                st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                if st.st_uid != uid or st.st_gid != gid:
+                    os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
