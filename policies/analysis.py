@@ -278,7 +278,7 @@ def _solve_tracked(timeout_ms: int, parts: list[tuple[str, z3.BoolRef]]):
     return result, None, core
 
 
-def _reason(result: z3.CheckSatResult, timeout_ms: int) -> str:
+def _unknown(timeout_ms: int) -> str:
     return f"z3 returned unknown within {timeout_ms} ms: not proved"
 
 
@@ -298,7 +298,7 @@ def check_manifest(
     add(_paths_inside(manifest, timeout_ms))
     add(_dead_and_shadowed(manifest, models, timeout_ms))
     add(_limits_tighten(manifest, limits, timeout_ms))
-    add(_no_overflow(manifest, policy, models, timeout_ms))
+    add(_no_overflow(manifest, policy, timeout_ms))
     return report
 
 
@@ -307,7 +307,7 @@ def _secrets_stay_in(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: i
     restorers = [n for n, c in manifest.tools.items() if c.restore_placeholders]
     egress = [n for n, c in manifest.tools.items() if c.egress]
     pairs = [(r, e) for r in restorers for e in egress]
-    unknown = []
+    unknown, failed = [], False
     for r, e in pairs:
         # Separate variables per side: the two calls are independent.
         a = _ToolModel(r, manifest.tools[r], policy, tag="@restore")
@@ -320,12 +320,12 @@ def _secrets_stay_in(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: i
                 f"{r} may receive restored secrets and {e} sends output outside{same}: "
                 f"e.g. {r}({_args(a.example(model))}) then {e}({_args(b.example(model))})",
             )
-            return
-        if result == z3.unknown:
+            failed = True
+        elif result == z3.unknown:
             unknown.append(f"{r} + {e}")
     if unknown:
-        yield Finding(role, prop, ", ".join(unknown), "unknown", _reason(z3.unknown, timeout_ms))
-    else:
+        yield Finding(role, prop, ", ".join(unknown), "unknown", _unknown(timeout_ms))
+    elif not failed:
         yield Finding(role, prop, f"{_n(len(restorers), 'restoring tool')} x {_n(len(egress), 'egress tool')}", "proved")
 
 
@@ -353,7 +353,7 @@ def _paths_inside(manifest: Manifest, timeout_ms: int) -> Iterable[Finding]:
             yield Finding(role, prop, f"{where} {pattern!r}", "failed", f"admits {unprefixed(_string_value(model, s))!r}")
         elif result == z3.unknown:
             failed = True
-            yield Finding(role, prop, f"{where} {pattern!r}", "unknown", _reason(result, timeout_ms))
+            yield Finding(role, prop, f"{where} {pattern!r}", "unknown", _unknown(timeout_ms))
     if not failed:
         yield Finding(role, prop, _n(checked, "pattern"), "proved")
 
@@ -374,7 +374,7 @@ def _dead_and_shadowed(manifest: Manifest, models: dict[str, _ToolModel], timeou
                 continue
             if result == z3.unknown:
                 bad.add("no-dead-rules")
-                yield Finding(role, "no-dead-rules", rid, "unknown", _reason(result, timeout_ms))
+                yield Finding(role, "no-dead-rules", rid, "unknown", _unknown(timeout_ms))
                 continue
             example = model
             if i == 0:
@@ -393,7 +393,7 @@ def _dead_and_shadowed(manifest: Manifest, models: dict[str, _ToolModel], timeou
                               f"is decided by {hit}")
             elif result == z3.unknown:
                 bad.add("no-shadowed-rules")
-                yield Finding(role, "no-shadowed-rules", rid, "unknown", _reason(result, timeout_ms))
+                yield Finding(role, "no-shadowed-rules", rid, "unknown", _unknown(timeout_ms))
     for prop, n in counts.items():
         if prop not in bad:
             yield Finding(role, prop, _n(n, "rule"), "proved")
@@ -425,14 +425,12 @@ def _limits_tighten(manifest: Manifest, limits: Limits, timeout_ms: int) -> Iter
         if result != z3.unsat:
             failed = True
             status: Status = "failed" if result == z3.sat else "unknown"
-            yield Finding(role, prop, subject, status, text if status == "failed" else _reason(result, timeout_ms))
+            yield Finding(role, prop, subject, status, text if status == "failed" else _unknown(timeout_ms))
     if not failed:
         yield Finding(role, prop, _n(len(claims), "limit"), "proved")
 
 
-def _no_overflow(
-    manifest: Manifest, policy: CapabilityPolicy, models: dict[str, _ToolModel], timeout_ms: int
-) -> Iterable[Finding]:
+def _no_overflow(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: int) -> Iterable[Finding]:
     """Mirror of the int64 arithmetic in EffectiveLimits.deadline_ns and run_budget."""
     prop, role = "no-int64-overflow", manifest.role
     bits = 64
@@ -494,7 +492,7 @@ def _no_overflow(
             yield Finding(role, prop, subject, "failed", detail)
         elif result == z3.unknown:
             failed = True
-            yield Finding(role, prop, subject, "unknown", _reason(result, timeout_ms))
+            yield Finding(role, prop, subject, "unknown", _unknown(timeout_ms))
     if not failed:
         yield Finding(role, prop, _n(len(checks), "operation"), "proved")
 
