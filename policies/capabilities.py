@@ -213,7 +213,7 @@ class CapabilityPolicy:
             path = normalize_relpath(raw_path)
         except PathRefused as exc:
             return deny(f"{tool}#{PATH_ARG}", str(exc))
-        shown_path = repr(path or ".")
+        shown_path = _show(path or ".")
 
         command = arguments.get(COMMAND_ARG)
         executable = None
@@ -315,7 +315,7 @@ class _Call:
 def _mismatch(rule: Rule, call: _Call) -> str | None:
     """None when every condition of `rule` holds for `call`, else the first that does not."""
     if rule.path is not None and not any(glob_match(p, call.path) for p in rule.path):
-        return f"path in [{', '.join(rule.path)}], got {call.path or '.'!r}"
+        return f"path in [{', '.join(rule.path)}], got {_show(call.path or '.')}"
     if rule.executable is not None and call.executable not in rule.executable:
         return f"executable in [{', '.join(rule.executable)}], got {_show(call.executable)}"
     if rule.timeout_s is not None:

@@ -220,3 +220,15 @@ def test_shipped_kernel_agent_manifest_in_practice(shipped_manifests, limits):
         assert policy.decide(tool, args, now=0).effect == "deny", (tool, args)
     assert policy.decide("exec", {"command": ["make"], "timeout_s": 50}, now=0).effect == "approve"
     assert not any(policy.may_restore_placeholders(t) for t in policy.manifest.tools)
+
+
+def test_reasons_echo_model_input_only_in_bounded_form(policy):
+    long_name = "x" * 2000
+    for tool, args in [
+        ("read_file", {"path": f"secrets/{long_name}"}),
+        ("exec", {"command": [long_name]}),
+        ("exec", {"command": ["python"], "timeout_s": 1e200}),
+        (long_name, {}),
+    ]:
+        d = policy.decide(tool, args, now=0)
+        assert d.effect == "deny" and len(d.reason) < 400, (tool, len(d.reason))
