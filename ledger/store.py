@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -44,6 +44,7 @@ from assay.ledger.tables import (
 )
 
 E = TypeVar("E", Step, ToolCall, PolicyDecision)
+M = TypeVar("M", bound=SQLModel)
 
 
 class LedgerError(Exception):
@@ -137,6 +138,17 @@ class Ledger:
         autotune cache); `append_only=True` adds the same UPDATE/DELETE-refusing triggers."""
         ensure_tables(self._engines, models, models if append_only else ())
 
+    def insert_once(self, row: M, *, unique: Sequence[str]) -> M:
+        """Insert `row` unless a row with the same values in `unique` (columns that carry a
+        unique constraint together) exists; return the stored row either way. Safe against
+        concurrent writers of the same row, in this process or another."""
+        model = type(row)
+        ins = self._insert(model).values(**_values(row)).on_conflict_do_nothing(index_elements=list(unique))
+        with self.session(write=True) as s:
+            s.execute(ins)
+            q = select(model).where(*(getattr(model, c) == getattr(row, c) for c in unique))
+            return s.exec(q).one()
+
     # --- runs -------------------------------------------------------------------------------
 
     def create_run(
@@ -147,12 +159,12 @@ class Ledger:
         brain: str,
         run_id: str | None = None,
         budget: dict[str, Any] | None = None,
+        spec: dict[str, Any] | None = None,
     ) -> Run:
-        """A new run in status `created`. With an existing `run_id`, returns that run."""
-        run = Run(id=run_id or new_run_id(), job=job, kind=kind, brain=brain, budget=budget or {})
-        with self.session(write=True) as s:
-            s.execute(self._insert(Run).values(**_values(run)).on_conflict_do_nothing(index_elements=["id"]))
-            return s.exec(select(Run).where(Run.id == run.id)).one()
+        """A new run in status `created`. With an existing `run_id`, returns that run.
+        `spec` is the validated job as JSON, kept so a resume does not depend on the job file."""
+        run = Run(id=run_id or new_run_id(), job=job, kind=kind, brain=brain, budget=budget or {}, spec=spec or {})
+        return self.insert_once(run, unique=("id",))
 
     def get_run(self, run_id: str) -> Run | None:
         with self.session() as s:
@@ -325,12 +337,8 @@ class Ledger:
         return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
 
     def _insert_once(self, event: E) -> E:
-        model = type(event)
-        ins = self._insert(model).values(**_values(event)).on_conflict_do_nothing(index_elements=["run_id", "key"])
         try:
-            with self.session(write=True) as s:
-                s.execute(ins)
-                return s.exec(select(model).where(model.run_id == event.run_id, model.key == event.key)).one()
+            return self.insert_once(event, unique=("run_id", "key"))
         except sa.exc.IntegrityError as exc:
             if "foreign key" in str(exc.orig).lower():
                 raise LedgerError(f"no run {event.run_id!r} in the ledger") from None

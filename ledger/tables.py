@@ -83,6 +83,7 @@ class Run(SQLModel, table=True):
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     budget: dict[str, Any] = _json()
+    spec: dict[str, Any] = _json()  # the validated job, so a resume need not re-read its file
     budget_used: dict[str, Any] = _json()
     error: str | None = None
 

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-from assay.ledger import Ledger, LedgerError, RunStatus, utcnow
+from assay.ledger import Ledger, LedgerError, Run, RunStatus, utcnow
 
 
 class AutotuneProbe(SQLModel, table=True):
@@ -28,7 +28,9 @@ def ledger(ledger_url):
 
 
 def test_run_lifecycle(ledger):
-    run = ledger.create_run(job="softmax.toml", kind="kernel", brain="playbook", budget={"steps": 20})
+    run = ledger.create_run(
+        job="softmax.toml", kind="kernel", brain="playbook", budget={"steps": 20}, spec={"task": "softmax.py"}
+    )
     assert run.status == "created" and run.started_at is None
     assert run.created_at.tzinfo == timezone.utc
 
@@ -39,7 +41,7 @@ def test_run_lifecycle(ledger):
     assert done.finished_at is not None and done.finished_at >= done.started_at
 
     got = ledger.get_run(run.id)
-    assert got.status == "passed" and got.budget == {"steps": 20}
+    assert got.status == "passed" and got.budget == {"steps": 20} and got.spec == {"task": "softmax.py"}
     assert got.started_at.tzinfo == timezone.utc
     with pytest.raises(LedgerError, match="already passed"):
         ledger.set_run_status(run.id, "running")
@@ -141,6 +143,13 @@ def test_another_room_adds_its_table(ledger):
     with ledger.session() as s:
         row = s.get(AutotuneProbe, 1)
         assert row.config == {"block": 256}
+    # Deduplicated by its unique column: the second machine's copy is not added.
+    kept = ledger.insert_once(AutotuneProbe(signature="softmax/f32/4096", config={"block": 64}), unique=["signature"])
+    assert (kept.id, kept.config) == (1, {"block": 256})
+    new = ledger.insert_once(AutotuneProbe(signature="gelu/f32/4096", config={"block": 64}), unique=["signature"])
+    assert new.id != kept.id and new.config == {"block": 64}
+    with ledger.session() as s:
+        assert len(s.exec(sa.select(AutotuneProbe)).all()) == 2
     with pytest.raises(sa.exc.DBAPIError, match="append-only"):
         with ledger.session(write=True) as s:
             s.execute(sa.text("UPDATE test_autotune_probe SET signature = 'x'"))
@@ -149,8 +158,8 @@ def test_another_room_adds_its_table(ledger):
 def test_session_rolls_back_on_error(ledger):
     with pytest.raises(RuntimeError):
         with ledger.session(write=True) as s:
-            s.execute(sa.text("INSERT INTO runs (id, job, kind, brain, status, created_at, updated_at, budget, budget_used) "
-                              "VALUES ('x', 'j', 'k', 'b', 'created', :t, :t, '{}', '{}')"), {"t": utcnow().replace(tzinfo=None)})
+            s.add(Run(id="x", job="j", kind="kernel", brain="playbook"))
+            s.flush()
             raise RuntimeError("boom")
     assert ledger.get_run("x") is None
 
