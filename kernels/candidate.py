@@ -1,0 +1,235 @@
+"""Render a KernelBench candidate file (ModelNew) around a compiled template.
+
+The candidate is self-contained: it carries its C++ source, builds it through
+torch.utils.cpp_extension.load (cached by source hash under ASSAY_KERNEL_BUILD_DIR, else
+./.assay-build), and calls it through ctypes with data pointers. Its forward allocates the
+output with torch.empty and calls the kernel: no torch compute op, no call of the reference.
+ModelNew's constructor rebuilds the reference's parameters in the same order from the same RNG
+stream (the recipe the harness proved by replay), so a verifier seeding both gets equal weights.
+"""
+
+from __future__ import annotations
+
+import json
+
+from assay.kernels.pointwise import Chain
+
+CFLAGS = ["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-fno-math-errno"]
+
+
+def _ident(name: str, used: set[str]) -> str:
+    base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "arg"
+    if base[0].isdigit():
+        base = "_" + base
+    out, k = base, 1
+    while out in used:
+        out, k = f"{base}_{k}", k + 1
+    used.add(out)
+    return out
+
+
+def _sym(symbols: dict, key: str, literal):
+    i = symbols.get(key)
+    return f"_init[{i}]" if i is not None else repr(literal)
+
+
+def init_lines(info, consts: list[dict]) -> list[str]:
+    """Statements of ModelNew.__init__ after super().__init__()."""
+    recipe = info.init_recipe
+    symbols = recipe.get("symbols", {})
+    lines = []
+    made: set[str] = set()
+
+    def container(path: str):
+        parts = path.split(".")
+        for k in range(1, len(parts)):
+            sub = ".".join(parts[:k])
+            if sub not in made:
+                made.add(sub)
+                lines.append(f"self.{sub} = nn.Module()")
+
+    for s, step in enumerate(recipe.get("steps", [])):
+        if "module" in step:
+            container(step["path"] + ".x")
+            args = []
+            for key, val in step["ctor"].items():
+                sym = symbols.get(f"{s}.ctor.{key}")
+                if sym is not None:
+                    args.append(f"{key}=({'_init[%d],' % sym})" if isinstance(val, list) else f"{key}=_init[{sym}]")
+                else:
+                    args.append(f"{key}={val!r}")
+            lines.append(f"self.{step['path']} = nn.{step['module']}({', '.join(args)})")
+            made.add(step["path"])
+        else:
+            container(step["param"])
+            if f"{s}.shape" in symbols:
+                shape = f"*_init[{symbols[f'{s}.shape']}]"
+            else:
+                shape = ", ".join(_sym(symbols, f"{s}.shape.{d}", v) for d, v in enumerate(step["shape"]))
+            expr = f"torch.{step['init']}({shape})"
+            if step.get("scale") is not None:
+                expr = f"{expr} * {step['scale']!r}"
+            lines.append(f"self.{step['param']} = nn.Parameter({expr})")
+    cmap = recipe.get("constants", {})
+    vals = [f"float(_init[{cmap[c['path']]}])" if c.get("path") in cmap else repr(float(c["value"])) for c in consts]
+    lines.append(f"self._k = (ctypes.c_float * {max(1, len(vals))})({', '.join(vals)})")
+    return lines
+
+
+def _ref_expr(info, ref: str, names: list[str]) -> str:
+    if ref.startswith("%in"):
+        return names[int(ref[3:])]
+    return "self." + info.params[int(ref[2:])]["name"]
+
+
+def _leaf_dims(chain: Chain, shape_var: str) -> list[str]:
+    out = []
+    for leaf in chain.leaves:
+        if leaf["kind"] == "tail":
+            out.append(f"_prod({shape_var}[{leaf['a']}:])")
+        elif leaf["kind"] == "row":
+            out.append(f"_prod({shape_var}[{leaf['b']}:-1])")
+            out.append(f"_prod({shape_var}[{leaf['a']}:{leaf['b']}])")
+    return out
+
+
+def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
+    """Body of ModelNew.forward: check, allocate, call. Locals start with _ so the forward can
+    keep the reference's argument names."""
+    if kind == "elementwise":
+        chain = Chain.from_json(spec["chain"])
+        leaves = [_ref_expr(info, l["ref"], names) for l in chain.leaves]
+        full = next(j for j, l in enumerate(chain.leaves) if l["kind"] == "full")
+        flat = not any(l["kind"] in ("tail", "row") for l in chain.leaves)
+        return [
+            f"_ts = ({', '.join(leaves)},)",
+            "_check(_ts)",
+            f"_shape = _ts[{full}].shape",
+            "_out = torch.empty(_shape, dtype=torch.float32)",
+            "_numel = _out.numel()",
+            f"_dims = [_numel, {'_numel' if flat else '_shape[-1]'}, {', '.join(_leaf_dims(chain, '_shape'))}]",
+            "_run(_variant, (_out,) + _ts, _dims, self._k)",
+            "return _out",
+        ]
+    if kind == "rowreduce":
+        ts = [_ref_expr(info, spec["x"], names)]
+        ts += [_ref_expr(info, spec[k], names) for k in ("weight", "bias") if spec.get(k)]
+        return [
+            f"_ts = ({', '.join(ts)},)",
+            "_check(_ts)",
+            "_x = _ts[0]",
+            "_out = torch.empty(_x.shape, dtype=torch.float32)",
+            "_cols = _x.shape[-1]",
+            "_run(_variant, (_out,) + _ts, [_x.numel() // max(_cols, 1), _cols], self._k)",
+            "return _out",
+        ]
+    if kind == "matmul":
+        chain = Chain.from_json(spec["chain"])
+        a, b = _ref_expr(info, spec["a"], names), _ref_expr(info, spec["b"], names)
+        leaves = [_ref_expr(info, l["ref"], names) for l in chain.leaves]
+        n_expr = "_b.shape[0]" if spec["layout"] == "nk" else "_b.shape[1]"
+        return [
+            f"_a, _b = {a}, {b}",
+            f"_ts = (_a, _b, {', '.join(leaves)})",
+            "_check(_ts)",
+            "_k = _a.shape[-1]",
+            f"_n = {n_expr}",
+            "_shape = (*_a.shape[:-1], _n)",
+            "_out = torch.empty(_shape, dtype=torch.float32)",
+            f"_dims = [_a.numel() // max(_k, 1), _n, _k, {', '.join(_leaf_dims(chain, '_shape'))}]",
+            "_run(_variant, (_out,) + _ts, _dims, self._k)",
+            "return _out",
+        ]
+    raise ValueError(kind)
+
+
+PRELUDE = '''import ctypes
+import hashlib
+import math
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load
+
+_SOURCE = r"""{source}"""
+_CFLAGS = {cflags}
+# The configurations compiled into _SOURCE, in dispatch order; assay_select picks one.
+ASSAY_VARIANTS = {variants}
+_variant = {selected}
+
+
+def assay_select(index):
+    global _variant
+    if not 0 <= int(index) < len(ASSAY_VARIANTS):
+        raise IndexError(index)
+    _variant = int(index)
+
+
+def _load():
+    tag = hashlib.sha256((_SOURCE + "\\0".join(_CFLAGS)).encode()).hexdigest()[:16]
+    root = os.environ.get("ASSAY_KERNEL_BUILD_DIR") or os.path.join(os.getcwd(), ".assay-build")
+    build = os.path.join(root, "k" + tag)
+    os.makedirs(build, exist_ok=True)
+    src = os.path.join(build, "kernel.cpp")
+    if not os.path.exists(src):
+        tmp = f"{{src}}.{{os.getpid()}}"
+        with open(tmp, "w") as f:
+            f.write(_SOURCE)
+        os.replace(tmp, src)
+    so = load(name="assay_k" + tag, sources=[src], extra_cflags=_CFLAGS, extra_ldflags=["-fopenmp"],
+              build_directory=build, is_python_module=False, verbose=False)
+    lib = ctypes.CDLL(so)
+    fn = lib.assay_kernel
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_KERNEL = _load()
+
+
+def _prod(dims):
+    return math.prod(dims)
+
+
+def _check(ts):
+    for t in ts:
+        if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+            raise ValueError("this kernel takes contiguous float32 CPU tensors")
+
+
+def _run(variant, ts, dims, consts):
+    ptrs = (ctypes.c_void_p * len(ts))(*[t.data_ptr() for t in ts])
+    d = (ctypes.c_long * max(1, len(dims)))(*dims)
+    if _KERNEL(variant, ptrs, d, consts) != 0:
+        raise RuntimeError(f"kernel variant {{variant}} does not exist")
+'''
+
+
+def render_candidate(kind: str, template: str, spec: dict, info, source: str, configs: list[dict], selected: int = 0) -> str:
+    used: set[str] = {"self", "_init"}
+    ctor = info.init_signature
+    ctor_params = [_ident(n, used) for n in ctor] if ctor is not None else None
+    fwd = info.forward_signature or [f"x{i}" for i in range(len(info.inputs))]
+    names = [_ident(n, used) for n in fwd]
+    consts = spec["chain"]["consts"] if "chain" in spec else spec.get("consts", [])
+    head = (f'"""assay candidate: {template} template, configuration {json.dumps(configs[selected])}.\n\n'
+            'Generated by the kernel playbook from the task graph; see assay.kernels."""\n\n')
+    body = PRELUDE.format(source=source, cflags=repr(CFLAGS), variants=json.dumps(configs), selected=selected)
+    sig = ", ".join(ctor_params) if ctor_params is not None else "*args"
+    a_tuple = f"({', '.join(ctor_params)}{',' if len(ctor_params or []) == 1 else ''})" if ctor_params is not None else "args"
+    init = "\n        ".join(init_lines(info, consts))
+    fwd_body = "\n        ".join(forward_lines(kind, spec, info, names))
+    cls = f'''
+
+class ModelNew(nn.Module):
+    def __init__(self{', ' if sig else ''}{sig}):
+        super().__init__()
+        _init = {a_tuple}
+        {init}
+
+    def forward(self, {', '.join(names)}):
+        {fwd_body}
+'''
+    return head + body + cls

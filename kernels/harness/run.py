@@ -1,0 +1,197 @@
+"""Build, test, benchmark and tune a candidate against its task, inside the sandbox.
+
+usage:
+  python run.py build CANDIDATE.py
+  python run.py test  TASK.py CANDIDATE.py [--seeds 0,1] [--atol 1e-4] [--rtol 1e-4]
+  python run.py bench TASK.py CANDIDATE.py [--baselines eager,compile] [--reps 20] [--warmup 3] [--copy-bw]
+  python run.py tune  TASK.py CANDIDATE.py --variants 0,1,2 [--reps 7]
+
+Prints one JSON line (prefixed by @@ASSAY_JSON). Importing the candidate builds it (it carries
+its own C++ and calls torch.utils.cpp_extension.load), so `build` is an import with a stopwatch.
+Every timing in one invocation shares the process, the thread count and the cache flusher,
+so ratios between candidate, eager and torch.compile are like for like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+
+def _load_candidate(path):
+    t0 = _common._perf()
+    mod = _common.load_module(path, "assay_candidate")
+    return mod, _common._perf() - t0
+
+
+def cmd_build(args) -> None:
+    try:
+        mod, seconds = _load_candidate(args.candidate)
+    except BaseException as exc:  # compiler errors arrive as RuntimeError with the log
+        _common.fail("build", exc)
+        return
+    if not hasattr(mod, "ModelNew"):
+        _common.emit({"ok": False, "error": "build", "detail": "the candidate defines no ModelNew"})
+        return
+    _common.emit({"ok": True, "seconds": seconds, "variants": len(getattr(mod, "ASSAY_VARIANTS", []) or [None])})
+
+
+def _reference_and_candidate(args, seed):
+    import torch
+
+    task = _common.load_module(args.task, "assay_task")
+    cand, build_s = _load_candidate(args.candidate)
+    init, inputs = _common.make_case(task, seed)
+    ref, new = _common.build_pair(task, cand, init, seed)
+    with torch.no_grad():
+        expected = ref(*inputs)
+    return task, cand, ref, new, inputs, expected, build_s
+
+
+def cmd_test(args) -> None:
+    import torch
+
+    trials = []
+    try:
+        task = _common.load_module(args.task, "assay_task")
+        cand, build_s = _load_candidate(args.candidate)
+    except BaseException as exc:
+        _common.fail("build", exc)
+        return
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        init, inputs = _common.make_case(task, seed)
+        try:
+            ref, new = _common.build_pair(task, cand, init, seed)
+            with torch.no_grad():
+                expected = ref(*inputs)
+                actual = new(*inputs)
+            res = _common.compare(expected, actual, args.atol, args.rtol)
+        except BaseException as exc:
+            res = {"ok": False, "reason": f"{type(exc).__name__}: {exc}"[:2000]}
+        trials.append({"seed": seed, **res})
+    _common.emit({"ok": all(t["ok"] for t in trials), "build_s": build_s, "trials": trials})
+
+
+def cmd_bench(args) -> None:
+    import torch
+
+    _common.setup_threads()
+    try:
+        task, cand, ref, new, inputs, expected, build_s = _reference_and_candidate(args, 0)
+    except BaseException as exc:
+        _common.fail("build", exc)
+        return
+    with torch.no_grad():
+        try:
+            actual = new(*inputs)
+        except BaseException as exc:
+            _common.fail("run", exc)
+            return
+        check = _common.compare(expected, actual, args.atol, args.rtol)
+        fns = {"candidate": new}
+        baselines = [b for b in args.baselines.split(",") if b]
+        compile_s = None
+        if "eager" in baselines:
+            fns["eager"] = ref
+        if "compile" in baselines:
+            t0 = _common._perf()
+            compiled = torch.compile(ref)
+            compiled(*inputs)
+            compile_s = _common._perf() - t0
+            fns["compile"] = compiled
+        flush = _common.Flusher()
+        times = _common.time_interleaved(fns, inputs, args.reps, args.warmup, flush)
+        params = list(ref.parameters()) + list(ref.buffers())
+        moved = _common.nbytes(list(inputs) + params) + _common.nbytes([expected])
+        copy_gbps = _copy_bandwidth(flush, args.reps) if args.copy_bw else None
+    cand_s = times["candidate"]["median_s"]
+    out = {
+        "ok": check["ok"],
+        "correct": check,
+        "build_s": build_s,
+        "compile_s": compile_s,
+        "times": times,
+        "bytes": moved,
+        "achieved_gbps": moved / cand_s / 1e9,
+        "copy_gbps": copy_gbps,
+        "device": _common.device(),
+    }
+    for name in ("eager", "compile"):
+        if name in times:
+            out[f"speedup_vs_{name}"] = times[name]["median_s"] / cand_s
+    _common.emit(out)
+
+
+def _copy_bandwidth(flush, reps: int) -> float:
+    """GB/s of a large memory-to-memory copy (read + write), the roofline for streaming kernels."""
+    import torch
+
+    src = torch.randn(16 << 20)  # 64 MB: twice the last-level cache here, so it comes from DRAM
+    dst = torch.empty_like(src)
+    t = _common.time_interleaved({"copy": lambda: dst.copy_(src)}, (), max(reps, 10), 2, flush)
+    return 2 * src.numel() * 4 / t["copy"]["median_s"] / 1e9
+
+
+def cmd_tune(args) -> None:
+    import torch
+
+    started = _common.now()
+    _common.setup_threads()
+    try:
+        task, cand, ref, new, inputs, expected, build_s = _reference_and_candidate(args, 0)
+    except BaseException as exc:
+        _common.fail("build", exc, started_unix=started)
+        return
+    flush = _common.Flusher()
+    results, best = [], None
+    with torch.no_grad():
+        for v in [int(s) for s in args.variants.split(",") if s]:
+            row = {"variant": v}
+            try:
+                cand.assay_select(v)
+                check = _common.compare(expected, new(*inputs), args.atol, args.rtol)
+                if not check["ok"]:
+                    row.update(ok=False, error=check["reason"])
+                else:
+                    t = _common.time_interleaved({"c": new}, inputs, args.reps, 1, flush)["c"]
+                    row.update(ok=True, median_s=t["median_s"], min_s=t["min_s"], reps=t["reps"])
+                    best = t["median_s"] if best is None else min(best, t["median_s"])
+            except BaseException as exc:
+                row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
+            row["done_unix"] = _common.now()
+            results.append(row)
+    _common.emit({"ok": True, "started_unix": started, "build_s": build_s, "results": results,
+                  "device": _common.device()})
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("candidate")
+    for name in ("test", "bench", "tune"):
+        s = sub.add_parser(name)
+        s.add_argument("task")
+        s.add_argument("candidate")
+        s.add_argument("--atol", type=float, default=1e-4)
+        s.add_argument("--rtol", type=float, default=1e-4)
+        if name == "test":
+            s.add_argument("--seeds", default="0,1")
+        if name == "bench":
+            s.add_argument("--baselines", default="eager,compile")
+            s.add_argument("--reps", type=int, default=20)
+            s.add_argument("--warmup", type=int, default=3)
+            s.add_argument("--copy-bw", action="store_true")
+        if name == "tune":
+            s.add_argument("--variants", required=True)
+            s.add_argument("--reps", type=int, default=7)
+    args = p.parse_args()
+    {"build": cmd_build, "test": cmd_test, "bench": cmd_bench, "tune": cmd_tune}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

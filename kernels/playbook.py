@@ -1,0 +1,98 @@
+"""The kernel playbook's expertise as a library: which template fits a task, over which search
+space, and the candidate source for a chosen configuration. No model, no agent loop here: the
+playbook brain (assay.agents) calls these and drives the MCP tools with the results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from assay.kernels import cpp_templates, triton_templates
+from assay.kernels.candidate import render_candidate
+from assay.kernels.patterns import NoMatch, recognise
+from assay.kernels.task import TaskInfo
+
+BACKENDS = ("cpp", "triton")
+
+
+@dataclass(frozen=True, eq=False)
+class Template:
+    """A template bound to one recognised task: `kind` is the template, `spec` the instance."""
+
+    kind: str                      # "elementwise" | "rowreduce" | "matmul"
+    backend: str                   # "cpp" | "triton"
+    spec: dict
+    info: TaskInfo = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.backend}.{self.kind}"
+
+
+@dataclass
+class SearchSpace:
+    configs: list[dict]            # every configuration, the default first
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def index(self, config: dict) -> int | None:
+        for i, c in enumerate(self.configs):
+            if c == config:
+                return i
+        return None
+
+
+@dataclass
+class Plan:
+    template: Template
+    space: SearchSpace
+
+
+@dataclass
+class NoTemplate:
+    """An honest "no candidate": the reason goes into the run's report."""
+
+    reason: str
+
+
+def plan(info: TaskInfo, backend: str = "cpp") -> list[Plan] | NoTemplate:
+    if backend not in BACKENDS:
+        return NoTemplate(f"unknown kernel backend {backend!r} (known: {', '.join(BACKENDS)})")
+    if info.init_recipe.get("steps") is not None and info.params and not info.init_recipe.get("replays"):
+        return NoTemplate("the reference's parameter initialisation could not be reproduced, "
+                          "so a candidate could not match its weights")
+    if any(p.get("parameter") is False for p in info.params):
+        return NoTemplate("the reference uses buffers or constant tensors; templates take parameters only")
+    pattern = recognise(info)
+    if isinstance(pattern, NoMatch):
+        return NoTemplate(pattern.reason)
+    template = Template(pattern.kind, backend, pattern.spec, info)
+    return [Plan(template, SearchSpace(space_for(template)))]
+
+
+def space_for(template: Template) -> list[dict]:
+    if template.backend == "triton":
+        return triton_templates.space(template.kind, template.spec)
+    if template.kind == "elementwise":
+        return cpp_templates.elementwise_space()
+    if template.kind == "rowreduce":
+        return cpp_templates.rowreduce_space(template.spec["op"])
+    return cpp_templates.matmul_space()
+
+
+def source(template: Template, configs: list[dict]) -> str:
+    """The kernel source (C++ or Triton) holding every configuration in `configs`."""
+    if template.backend == "triton":
+        return triton_templates.source(template.kind, template.spec, configs)
+    gen = {"elementwise": cpp_templates.elementwise_source, "rowreduce": cpp_templates.rowreduce_source,
+           "matmul": cpp_templates.matmul_source}[template.kind]
+    return gen(template.spec, configs)
+
+
+def render(template: Template, params: dict | list[dict], selected: int = 0) -> str:
+    """Candidate file for one configuration, or for several (autotuning) with `selected` active."""
+    configs = [params] if isinstance(params, dict) else list(params)
+    if template.backend == "triton":
+        return triton_templates.render_candidate(template, configs, selected)
+    return render_candidate(template.kind, template.name, template.spec, template.info,
+                            source(template, configs), configs, selected)
