@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -82,6 +83,7 @@ class Ledger:
             if s.ledger_url is None and create:
                 s.ensure_home()
         engines = open_engines(url, create=create)
+        new_file = _new_sqlite_file(engines)
         try:
             if create:
                 ensure_tables(engines, LEDGER_TABLES, APPEND_ONLY)
@@ -92,6 +94,9 @@ class Ledger:
                 )
         except BaseException:
             engines.dispose()
+            if new_file is not None:  # leave no empty ledger behind a failed first open
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{new_file}{suffix}").unlink(missing_ok=True)
             raise
         return cls(engines)
 
@@ -347,6 +352,14 @@ class Ledger:
     def _events(self, model: type[E], run_id: str) -> list[E]:
         with self.session() as s:
             return list(s.exec(select(model).where(model.run_id == run_id).order_by(col(model.id))))
+
+
+def _new_sqlite_file(engines: Engines) -> Path | None:
+    """The SQLite file the first connection just created, if it holds nothing yet."""
+    if engines.dialect != "sqlite":
+        return None
+    path = Path(engines.url.database)
+    return path if path.exists() and path.stat().st_size == 0 else None
 
 
 def _values(obj: SQLModel) -> dict[str, Any]:

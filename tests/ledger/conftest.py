@@ -45,7 +45,7 @@ def pg_url(pg_server, need):
     return pgtest.create_database(url)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def ledger_url(request, tmp_path):
     """The same test against both databases the ledger supports."""
     if request.param == "sqlite":

@@ -65,6 +65,7 @@ def test_unreachable_postgresql(cli):
     assert "s3cret" not in err
 
 
+@pytest.mark.postgres
 def test_wrong_password_and_missing_database(cli, pg_url):
     url = sa.make_url(pg_url)
     wrong = url.set(password="wrong-password").render_as_string(hide_password=False)
@@ -135,3 +136,15 @@ def test_init_then_info_and_help(cli, tmp_path):
     for args in (["ledger", "--help"], ["ledger", "init", "--help"], ["ledger", "verify", "--help"], ["ledger", "info", "--help"]):
         res = cli(*args)
         assert res.returncode == 0 and "Usage" in res.stdout, args
+
+
+def test_a_failed_first_open_leaves_no_empty_file(tmp_path, monkeypatch):
+    import assay.ledger.store as store
+
+    def broken(*_a, **_k):
+        raise UserError("simulated failure while creating tables")
+
+    monkeypatch.setattr(store, "ensure_tables", broken)
+    with pytest.raises(UserError, match="simulated"):
+        Ledger.open(f"sqlite:///{tmp_path / 'ledger.db'}")
+    assert list(tmp_path.iterdir()) == []

@@ -164,6 +164,7 @@ def test_session_rolls_back_on_error(ledger):
     assert ledger.get_run("x") is None
 
 
+@pytest.mark.postgres
 def test_reader_never_creates_a_ledger(tmp_path, pg_url):
     from assay.ledger import NoLedger
 
