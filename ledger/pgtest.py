@@ -93,7 +93,10 @@ def start(datadir: str | Path | None = None, *, bindir: Path | None = None) -> S
     password = secrets.token_hex(12)
     pwfile.write_text(password + "\n")
     if os.geteuid() == 0:
-        pw = pwd.getpwnam("postgres")
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            raise PgTestError("PostgreSQL will not run as root and there is no 'postgres' user to run it as") from None
         for p in (base, pwfile):
             os.chown(p, pw.pw_uid, pw.pw_gid)
     base.chmod(0o700)
@@ -125,7 +128,11 @@ def stop(datadir: str | Path, *, remove: bool = True, bindir: Path | None = None
     base = Path(datadir).absolute()
     bindir = bindir or find_bindir()
     if (base / "data" / "postmaster.pid").exists() and bindir is not None:
-        _run([str(bindir / "pg_ctl"), "-D", str(base / "data"), "-m", "immediate", "-w", "stop"])
+        # No check: a server that already died must not stop the clean-up below.
+        subprocess.run(
+            _as_server_user([str(bindir / "pg_ctl"), "-D", str(base / "data"), "-m", "immediate", "-w", "stop"]),
+            capture_output=True,
+        )
     if remove:
         # Only what start() made: DIR may be a folder the caller also uses.
         shutil.rmtree(base / "data", ignore_errors=True)
