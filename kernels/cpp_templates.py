@@ -272,7 +272,7 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
 # --- matmul + epilogue ---------------------------------------------------------------------
 
 MATMUL_TILES = [(6, 2), (4, 3), (8, 2), (4, 2), (12, 1)]
-MATMUL_SPACE = {"tile": list(range(len(MATMUL_TILES))), "mb": [96, 48, 192], "part": [0, 1]}
+MATMUL_SPACE = {"tile": list(range(len(MATMUL_TILES))), "mb": [96, 48, 192], "part": [0, 1], "apack": [0, 1]}
 
 
 def matmul_space() -> list[dict]:
@@ -327,7 +327,8 @@ static void pack_b(float* __restrict Bp, const float* B, long N, long Kd) {{
   }}
 }}
 
-template <int MR, int NV>
+// APACK: A arrives packed k-major ([k][MR]), so its MR values per k sit in one cache line.
+template <int MR, int NV, int APACK>
 AI void micro(const float* __restrict A, long lda, const float* __restrict Bp, long Kd, vf (&acc)[MR][NV]) {{
   for (long k = 0; k < Kd; ++k) {{
     vf b[NV];
@@ -335,20 +336,24 @@ AI void micro(const float* __restrict A, long lda, const float* __restrict Bp, l
     for (int j = 0; j < NV; ++j) b[j] = vload(Bp + (k * NV + j) * VW);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {{
-      const vf a = vsplat(A[i * lda + k]);
+      const vf a = vsplat(APACK ? A[k * MR + i] : A[i * lda + k]);
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[i][j] += a * b[j];
     }}
   }}
 }}
 
-template <int MR, int NV>
+template <int MR, int NV, int APACK>
 static void tile(float* C, const float* A, const float* Bp, long i0, long p, long M, long N, long Kd,
                  float* apad, const float* const* L, const long* D, const float* K) {{
   const int NR = NV * VW;
   const long mr = M - i0 < MR ? M - i0 : MR;
   const float* a = A + i0 * Kd;
-  if (mr < MR) {{  // last rows: copy into a zero-padded block so the micro-kernel stays branch-free
+  if (APACK) {{
+    for (long k = 0; k < Kd; ++k)
+      for (int i = 0; i < MR; ++i) apad[k * MR + i] = i < mr ? a[i * Kd + k] : 0.f;
+    a = apad;
+  }} else if (mr < MR) {{  // last rows: copy into a zero-padded block so the micro-kernel stays branch-free
     memset(apad, 0, sizeof(float) * MR * Kd);
     memcpy(apad, a, sizeof(float) * mr * Kd);
     a = apad;
@@ -358,7 +363,7 @@ static void tile(float* C, const float* A, const float* Bp, long i0, long p, lon
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
     for (int j = 0; j < NV; ++j) acc[i][j] = vsplat(0.f);
-  micro<MR, NV>(a, Kd, Bp + p * Kd * NR, Kd, acc);
+  micro<MR, NV, APACK>(a, Kd, Bp + p * Kd * NR, Kd, acc);
   for (long i = 0; i < mr; ++i) {{
     const long m = i0 + i;
     for (int j = 0; j < NV; ++j) {{
@@ -371,7 +376,7 @@ static void tile(float* C, const float* A, const float* Bp, long i0, long p, lon
   }}
 }}
 
-template <int MR, int NV, int MB, int PART>
+template <int MR, int NV, int MB, int PART, int APACK>
 static void mm(float* C, const float* const* L, const long* D, const float* K) {{
   const long M = D[0], N = D[1], Kd = D[2];
   const int NR = NV * VW;
@@ -389,7 +394,7 @@ static void mm(float* C, const float* const* L, const long* D, const float* K) {
         const long mb = PART == 0 ? outer : inner, p = PART == 0 ? inner : outer;
         const long end = (mb + 1) * MB < M ? (mb + 1) * MB : M;
         for (long i0 = mb * MB; i0 < end; i0 += MR)
-          tile<MR, NV>(C, A, Bp, i0, p, M, N, Kd, apad, L, D, K);
+          tile<MR, NV, APACK>(C, A, Bp, i0, p, M, N, Kd, apad, L, D, K);
       }}
     free(apad);
   }}
@@ -400,5 +405,5 @@ static void mm(float* C, const float* const* L, const long* D, const float* K) {
     for c in configs:
         mr, nv = MATMUL_TILES[c["tile"]]
         mb = max(mr, c["mb"] // mr * mr)
-        inst.append(f"&mm<{mr}, {nv}, {mb}, {c['part']}>")
+        inst.append(f"&mm<{mr}, {nv}, {mb}, {c['part']}, {c['apack']}>")
     return src + _dispatch(inst)
