@@ -16,12 +16,29 @@ from dataclasses import dataclass
 
 import re2
 
+from assay.policies.re2util import match_spans
+
 MIN_BASE64 = 20
 MIN_HEX = 32
 
-# Runs of the base64/base64url alphabet; padding is part of the token.
-_RUN = re2.compile(rb"[A-Za-z0-9+/_-]{20,}={0,2}")
-_HEXCHARS = frozenset(b"0123456789abcdefABCDEF")
+# Maximal runs of the base64/base64url alphabet, at least 20 long and holding a digit (both
+# kinds of token need one). Each alternative fixes where the first digit is, and the run must
+# start after a non-alphabet byte, so RE2's DFA tracks one run at a time instead of a thread
+# per start position; that keeps it small and fast. The match includes that one leading byte
+# (RE2 has no lookbehind) and no capture group, so RE2 answers from its DFA alone.
+_C = rb"[A-Za-z0-9+/_-]"
+_L = rb"[A-Za-z+/_-]"
+_RUN = re2.compile(
+    rb"(?:^|[^A-Za-z0-9+/_-])(?:"
+    + b"|".join([_L + b"{%d}[0-9]" % p + _C + b"{%d,}" % (MIN_BASE64 - 1 - p) for p in range(MIN_BASE64 - 1)]
+                + [_L + b"{%d,}[0-9]" % (MIN_BASE64 - 1) + _C + b"*"])
+    + rb")={0,2}"
+)
+_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+_DIGITS = b"0123456789"
+_LOWER = b"abcdefghijklmnopqrstuvwxyz"
+_UPPER = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_HEXDIGITS = b"0123456789abcdefABCDEF"
 _HASH_LABEL = re2.compile(
     rb"(?i)(?:sha[0-9]*|md5|blake[0-9a-z]*|commit|digest|hash|checksum|integrity|rev(?:ision)?|etag|object|tree|parent|index|fingerprint)[\s:=@\"'#(-]{0,3}$"
 )
@@ -51,34 +68,37 @@ def _threshold(table: list[tuple[int, float]], n: int) -> float:
     return y0 + (y1 - y0) * (n - x0) / (x1 - x0) - MARGIN
 
 
+# c*log2(c) by count, so entropy is one table lookup per distinct byte:
+# H = log2(n) - sum(c*log2(c)) / n.
+_CLOG2C = [0.0] + [c * math.log2(c) for c in range(1, 4097)]
+
+
 def entropy(data: bytes) -> float:
+    """Shannon entropy in bits per byte."""
     n = len(data)
-    return -sum(c / n * math.log2(c / n) for c in Counter(data).values()) if n else 0.0
-
-
-def _classes(token: bytes) -> tuple[bool, bool, bool]:
-    return (
-        any(97 <= b <= 122 for b in token),
-        any(65 <= b <= 90 for b in token),
-        any(48 <= b <= 57 for b in token),
-    )
+    if not n:
+        return 0.0
+    if n > 4096:
+        return -sum(c / n * math.log2(c / n) for c in Counter(data).values())
+    return math.log2(n) - sum(map(_CLOG2C.__getitem__, Counter(data).values())) / n
 
 
 def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
-    """The kind of high-entropy token this is, or None."""
+    """The kind of high-entropy token this is, or None. Cheapest rejections first: most
+    candidates are identifiers or ids in one case."""
     body = token.rstrip(b"=")
     n = len(body)
-    if n >= MIN_HEX and all(b in _HEXCHARS for b in body):
-        lower, upper, digit = _classes(body)
-        if not digit or not (lower or upper):
+    if n >= MIN_HEX and not body.translate(None, _HEXDIGITS):
+        if len(body.translate(None, _DIGITS)) in (0, n):  # needs both digits and letters
             return None
         if _HASH_LABEL.search(before):
             return None
         return "high-entropy-hex" if entropy(body) >= _threshold(_HEX_P1, n) else None
     if n < MIN_BASE64:
         return None
-    lower, upper, digit = _classes(body)
-    if not (lower and upper and digit):
+    if len(body.translate(None, _UPPER)) == n or len(body.translate(None, _LOWER)) == n:
+        return None
+    if len(body.translate(None, _DIGITS)) == n:
         return None
     # A path or URL is words between slashes; random base64 almost never has two or more
     # segments in plain lower case.
@@ -92,8 +112,10 @@ def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
 
 def find_high_entropy(data: bytes) -> list[Finding]:
     out: list[Finding] = []
-    for m in _RUN.finditer(data):
-        s, e = m.span()
+    for spans in match_spans(_RUN, data):
+        s, e = spans[0]
+        if data[s] not in _ALPHABET:
+            s += 1  # the delimiter byte before the run
         kind = is_high_entropy(data[s:e], data[max(0, s - 24) : s])
         if kind:
             out.append(Finding(s, e, kind))

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 
 import re2
 
+from assay.policies.re2util import match_spans
+
+_ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
+
 # Values shorter than this are not registered: redacting every "1234" would wreck the text
 # and protect nothing.
 MIN_LENGTH = 6
@@ -116,29 +120,30 @@ class KnownSecrets:
         raise TypeError("known secrets never leave the process: they cannot be pickled")
 
     def _compiled(self):
+        """One regex for every form of every value (no capture groups, so RE2 answers from
+        its DFA), and one per value to tell afterwards which value a match was."""
         if self._regex is None and self._values:
-            groups = []
-            for value in self._values:
-                groups.append(b"(" + b"|".join(p for _, p in forms(value)) + b")")
             opts = re2.Options()
             opts.encoding = re2.Options.Encoding.LATIN1
             opts.max_mem = 256 << 20
             opts.log_errors = False
-            self._regex = re2.compile(b"|".join(groups), opts)
+            each = [b"(?:" + b"|".join(p for _, p in forms(value)) + b")" for value in self._values]
+            self._regex = (re2.compile(b"|".join(each), opts), [re2.compile(p, opts) for p in each])
         return self._regex
 
     def find(self, data: bytes) -> list[Finding]:
-        regex = self._compiled()
-        if regex is None:
+        compiled = self._compiled()
+        if compiled is None:
             return []
+        combined, each = compiled
         out = []
-        for m in regex.finditer(data):
-            for g in range(1, len(self._values) + 1):
-                s, e = m.span(g)
-                if s != -1:
+        for spans in match_spans(combined, data):
+            s, e = spans[0]
+            for i, regex in enumerate(each):
+                if regex._regexp.Match(_ANCHOR_BOTH, data, s, e)[0][0] != -1:
                     s, e = _trim(data, s, e)
                     if e > s:
-                        out.append(Finding(s, e, self._kinds[g - 1]))
+                        out.append(Finding(s, e, self._kinds[i]))
                     break
         return out
 

@@ -12,12 +12,20 @@ from dataclasses import dataclass
 
 import re2
 
+from assay.policies.re2util import match_spans
+
+_ANCHOR_START = re2._Anchor.ANCHOR_START
+
 _EMAIL = rb"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*\.[A-Za-z]{2,24}"
 _OCTET = rb"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _IPV4 = rb"\b" + _OCTET + rb"(?:\." + _OCTET + rb"){3}\b"
-# Candidates only: hex groups with colons, at least one "::" or eight groups; ipaddress
-# decides. Keeps C++ scopes (std::vector) and clock times (12:30:45) out cheaply.
-_IPV6 = rb"(?:\b[0-9A-Fa-f]{1,4}|)(?::[0-9A-Fa-f]{0,4}){2,7}(?:%[0-9A-Za-z]{1,16})?"
+# Candidates only: eight colon-separated hex groups, or fewer around one "::"; ipaddress
+# decides. Clock times (12:30:45) have neither shape, and a C++ scope (std::vector) fails the check.
+_H4 = rb"[0-9A-Fa-f]{1,4}"
+_IPV6 = (
+    rb"\b(?:" + _H4 + rb":){7}" + _H4 + rb"\b"
+    rb"|(?:\b" + _H4 + rb"(?::" + _H4 + rb"){0,6})?::(?:" + _H4 + rb"(?::" + _H4 + rb"){0,6}\b)?(?:%[0-9A-Za-z]{1,16})?"
+)
 # International numbers need the leading +; national ones the common 3-3-4 layout with
 # separators, so ids, timestamps and version strings are not read as phones.
 _PHONE = (
@@ -29,12 +37,17 @@ _PHONE = (
 _CARD = rb"\b[2-6][0-9]{3}(?:[ -]?[0-9]){9,15}\b"
 _IBAN = rb"\b[A-Z]{2}[0-9]{2}(?:[ ]?[A-Z0-9]){11,30}\b"
 
-_PATTERN = re2.compile(
-    b"|".join(
-        b"(" + p + b")" for p in (_EMAIL, _IBAN, _CARD, _IPV4, _IPV6, _PHONE)
-    )
-)
-_KINDS = ("email", "iban", "credit-card", "ipv4", "ipv6", "phone")
+# One pass, no capture groups (so RE2 answers from its DFA alone); which kind a match is
+# comes from its shape, tried in the alternation's order.
+_PATTERN = re2.compile(b"|".join(b"(?:" + p + b")" for p in (_EMAIL, _IBAN, _CARD, _IPV4, _IPV6, _PHONE)))
+_ALONE = [
+    ("email", re2.compile(_EMAIL)),
+    ("iban", re2.compile(_IBAN)),
+    ("credit-card", re2.compile(_CARD)),
+    ("ipv4", re2.compile(_IPV4)),
+    ("ipv6", re2.compile(_IPV6)),
+    ("phone", re2.compile(_PHONE)),
+]
 
 
 @dataclass
@@ -120,13 +133,21 @@ _CHECKS = {
 }
 
 
+def _kind_of(data: bytes, s: int, e: int) -> str | None:
+    """Which alternative produced the match [s, e): the first that matches exactly there
+    (alone, with the same surrounding bytes, so word boundaries behave the same)."""
+    for kind, regex in _ALONE:
+        spans = regex._regexp.Match(_ANCHOR_START, data, s, len(data))
+        if spans[0] == (s, e):
+            return kind
+    return None
+
+
 def find_pii(data: bytes) -> list[Finding]:
     out: list[Finding] = []
-    for m in _PATTERN.finditer(data):
-        for g, kind in enumerate(_KINDS, start=1):
-            s, e = m.span(g)
-            if s != -1:
-                if _CHECKS[kind](data[s:e]):
-                    out.append(Finding(s, e, kind))
-                break
+    for spans in match_spans(_PATTERN, data):
+        s, e = spans[0]
+        kind = _kind_of(data, s, e)
+        if kind and _CHECKS[kind](data[s:e]):
+            out.append(Finding(s, e, kind))
     return out

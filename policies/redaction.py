@@ -47,7 +47,7 @@ _SECRET_WORDS = frozenset(
     """KEY KEYS APIKEY TOKEN TOKENS SECRET SECRETS PASSWORD PASSWORDS PASSWD PASS PASSPHRASE PWD
     CREDENTIAL CREDENTIALS CREDS AUTH PRIVATE SESSION COOKIE SIGNATURE DSN CERT""".split()
 )
-_NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "PASS_MAX_DAYS", "SSH_AUTH_SOCK", "GPG_AGENT_INFO"})
+_NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "PASS_MAX_DAYS", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "ASSAY_SECRET_ENV"})
 _URL_WITH_CREDENTIALS = re.compile(r"(?:DATABASE|DB|REDIS|MONGO(?:DB)?|AMQP|BROKER|POSTGRES|MYSQL)_(?:URL|URI)$")
 # Extra names to treat as secret, comma-separated: the config hook for odd names.
 SECRET_ENV_VAR = "ASSAY_SECRET_ENV"
@@ -72,6 +72,22 @@ def looks_secret(name: str) -> bool:
         return False
     words = [w for w in re.split(r"[_\-.]+", upper) if w]
     return any(w in _SECRET_WORDS for w in words) or bool(_URL_WITH_CREDENTIALS.search(upper))
+
+
+def _windows(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Merged regions around each placed placeholder: its line and the lines either side
+    (a rule may reach across a line end, as in `key =\\n  value`)."""
+    out: list[tuple[int, int]] = []
+    for s, e in placed:
+        lo = data.rfind(b"\n", 0, max(0, data.rfind(b"\n", 0, s))) + 1
+        nl = data.find(b"\n", e)
+        nl = -1 if nl == -1 else data.find(b"\n", nl + 1)
+        hi = len(data) if nl == -1 else nl + 1
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -202,19 +218,33 @@ class Redactor:
     # -- redacting and restoring ------------------------------------------------------------
 
     def _redact_bytes(self, data: bytes) -> bytes:
+        spans = self._find(data)
         for _ in range(MAX_PASSES):
-            spans = self._find(data)
             if not spans:
                 break
-            parts = []
-            pos = 0
-            for s, e, cat, kind in spans:
-                parts.append(data[pos:s])
-                parts.append(self._vault.placeholder_for(data[s:e], cat, kind))
-                pos = e
-            parts.append(data[pos:])
-            data = b"".join(parts)
+            data, placed = self._replace(data, spans)
+            # A new placeholder changes only its neighbourhood, so later passes rescan the
+            # lines around each one instead of the whole text.
+            spans = []
+            for lo, hi in _windows(data, placed):
+                spans.extend((s + lo, e + lo, c, k) for s, e, c, k in self._find(data[lo:hi]))
         return data
+
+    def _replace(self, data: bytes, spans) -> tuple[bytes, list[tuple[int, int]]]:
+        parts = []
+        placed = []
+        pos = 0
+        size = 0
+        for s, e, cat, kind in spans:
+            parts.append(data[pos:s])
+            size += s - pos
+            placeholder = self._vault.placeholder_for(data[s:e], cat, kind)
+            parts.append(placeholder)
+            placed.append((size, size + len(placeholder)))
+            size += len(placeholder)
+            pos = e
+        parts.append(data[pos:])
+        return b"".join(parts), placed
 
     def redact(self, text: str) -> str:
         """`text` with every secret and personal datum replaced by its placeholder."""

@@ -7,9 +7,8 @@ backtracking rule would let it stall the gateway. A rule RE2 cannot compile is c
 named in `RuleSet.rejected`, never silently dropped.
 
 Matching follows gitleaks' semantics where they make sense for a stream of text:
-- a rule runs only where one of its keywords occurs (gitleaks' prefilter); here an RE2 Set of
-  all rules is the first filter (one DFA pass tells which rules can match a block at all),
-  and the keywords then gate the rules the Set named;
+- a rule runs only on a block (32 KiB) where one of its keywords occurs, found by one RE2
+  Set of all keywords over the lower-cased block (gitleaks' prefilter, as a single pass);
 - the secret is the rule's first non-empty capture group (or the whole match);
 - a secret below the rule's entropy is dropped, and a generic-* secret needs a digit;
 - global and per-rule allowlists (regexes on the secret, match or line; stopwords) apply.
@@ -28,16 +27,18 @@ from importlib import resources
 import re2
 
 from assay.errors import UserError
+from assay.policies.re2util import _UNANCHORED, match_spans
 
-# Blocks bound the work done per Set hit; the overlap lets a multi-line secret (a PEM key is
-# a few KB) that starts near a block's end still be matched whole.
-BLOCK = 32 * 1024
-OVERLAP = 8 * 1024
-
-# The DFA of a Set of ~200 rules needs room: with RE2's default 8 MiB it would thrash its
-# state cache on hostile input (still linear, but slow).
-_SET_MAX_MEM = 256 << 20
-
+# Rules run per block, and only on blocks holding one of their keywords: small blocks keep a
+# rule that matched once from rescanning a whole text. Blocks end at line ends; a rule whose
+# match can reach across lines sees a little of the next block too (matches starting there
+# belong to the next block). Rules that can span many lines (PEM keys, curl commands, k8s
+# YAML) run on large blocks with a large overlap instead.
+BLOCK = 4 * 1024
+OVERLAP = 256
+LONG_BLOCK = 64 * 1024
+LONG_OVERLAP = 16 * 1024
+_MULTILINE = (b"(?s", b"\\s\\S", b"\\r\\n", b"[\\r\\n]")
 
 def _options(max_mem: int = 64 << 20) -> re2.Options:
     opts = re2.Options()
@@ -47,17 +48,16 @@ def _options(max_mem: int = 64 << 20) -> re2.Options:
 
 
 def shannon_entropy(data: bytes) -> float:
-    n = len(data)
-    if not n:
-        return 0.0
-    return -sum(c / n * math.log2(c / n) for c in Counter(data).values())
+    from assay.policies.entropy import entropy
+
+    return entropy(data)
 
 
 @dataclass
 class Allowlist:
     target: str  # "secret" | "match" | "line"
     regexes: list = field(default_factory=list)
-    stopwords: tuple[bytes, ...] = ()
+    stopwords: object = None  # one RE2 alternation of the (lower-cased) stopwords, or None
     condition: str = "OR"
     needs_path: bool = False
 
@@ -68,10 +68,9 @@ class Allowlist:
         if self.needs_path:
             checks.append(False)  # tool output has no path, so a path condition never holds
         if self.regexes:
-            checks.append(any(r.search(subject) for r in self.regexes))
-        if self.stopwords:
-            low = secret.lower()
-            checks.append(any(w in low for w in self.stopwords))
+            checks.append(any(_found(r, subject) for r in self.regexes))
+        if self.stopwords is not None:
+            checks.append(_found(self.stopwords, secret.lower()))
         if not checks:
             return False
         return all(checks) if self.condition == "AND" else any(checks)
@@ -84,6 +83,7 @@ class Rule:
     keywords: tuple[bytes, ...]
     entropy: float
     allowlists: list[Allowlist]
+    long_range: bool = False  # can match across many lines
 
 
 @dataclass
@@ -91,6 +91,17 @@ class Finding:
     start: int
     end: int
     kind: str
+
+
+# Narrower stand-ins for keywords that occur in almost any text. Each is a literal every match
+# of the rule must contain (lower-cased), and each contains the keyword it stands in for, so
+# the rule's results are unchanged; only windows that cannot match are skipped.
+_NARROWED_KEYWORDS = {
+    # regex: \b(ey[a-zA-Z0-9]{17,}\.ey...): a JWT always has ".ey" where its payload starts
+    "jwt": (b".ey",),
+    # no keywords upstream; the regex needs one of these words (case-insensitive)
+    "database-password": (b"pwd", b"db_passw", b"database_passw"),
+}
 
 
 class RuleSet:
@@ -101,49 +112,83 @@ class RuleSet:
         self.global_allow = global_allow
         self.rejected = rejected  # rule id -> why it was not loaded
         self.total = total
-        self._set = re2.Set.SearchSet(_options(_SET_MAX_MEM))
-        for rule in rules:
-            self._set.Add(rule.regex.pattern)
-        # An empty pattern matches every text, so a Set answer without it means RE2's DFA
-        # gave up (out of memory): then every rule runs, rather than trusting a silent "none".
-        self._sentinel = self._set.Add(b"")
-        self._set.Compile()
+        # The prefilter: one RE2 Set of every keyword (literal, matched on lower-cased text) says
+        # which keywords a window holds; only rules with a keyword there run. A Set of the rule
+        # regexes themselves would be one pass too, but its DFA thrashes on the union of ~200
+        # rules with counted repeats, so keywords (as gitleaks does) are the fast filter.
+        keywords: dict[bytes, int] = {}
+        self._by_keyword: list[list[int]] = []
+        self._always: list[int] = []
+        self._keyword_set = re2.Set.SearchSet(_options())
+        self._long = [i for i, rule in enumerate(rules) if rule.long_range]
+        for i, rule in enumerate(rules):
+            if rule.long_range:
+                continue
+            kws = _NARROWED_KEYWORDS.get(rule.id, rule.keywords)
+            if not kws:
+                self._always.append(i)
+            for kw in kws:
+                if kw not in keywords:
+                    keywords[kw] = self._keyword_set.Add(re2.escape(kw))
+                    self._by_keyword.append([])
+                self._by_keyword[keywords[kw]].append(i)
+        # An empty pattern matches every text, so an answer without it means RE2's DFA gave up
+        # (out of memory): then every rule runs, rather than trusting a silent "none".
+        self._sentinel = self._keyword_set.Add(b"")
+        self._keyword_set.Compile()
 
     @property
     def loaded(self) -> int:
         return len(self.rules)
 
+    def candidates(self, lowered: bytes) -> list[int]:
+        """Indexes of the (short-range) rules whose keywords occur in `lowered`."""
+        hits = self._keyword_set.Match(lowered)
+        if hits is None or self._sentinel not in hits:
+            return [i for i in range(len(self.rules)) if i not in self._long]
+        if len(hits) == 1:
+            return self._always
+        chosen = set(self._always)
+        for h in hits:
+            if h != self._sentinel:
+                chosen.update(self._by_keyword[h])
+        return sorted(chosen)
+
     def scan(self, data: bytes) -> list[Finding]:
         findings: list[Finding] = []
+        lowered_all = data.lower()
+        self._scan_blocks(data, lowered_all, BLOCK, OVERLAP, self.candidates, findings)
+        if self._long:
+            long_rules = [(i, _NARROWED_KEYWORDS.get(self.rules[i].id, self.rules[i].keywords)) for i in self._long]
+
+            def long_candidates(lowered: bytes) -> list[int]:
+                return [i for i, kws in long_rules if not kws or any(k in lowered for k in kws)]
+
+            self._scan_blocks(data, lowered_all, LONG_BLOCK, LONG_OVERLAP, long_candidates, findings)
+        return findings
+
+    def _scan_blocks(self, data: bytes, lowered_all: bytes, block: int, overlap: int, candidates, findings: list[Finding]) -> None:
         n = len(data)
         start = 0
         while start < n:
-            end = _block_end(data, start + BLOCK)
-            window_end = _block_end(data, end + OVERLAP)
-            window = data[start:window_end]
-            hits = self._set.Match(window)
-            if hits is None or self._sentinel not in hits:
-                candidates = range(len(self.rules))
-            else:
-                candidates = [i for i in hits if i != self._sentinel]
-            if candidates:
-                self._scan_window(window, start, end - start, candidates, findings)
+            end = _block_end(data, start + block)
+            window_end = _block_end(data, end + overlap) if end < n else n
+            lowered = lowered_all[start:window_end]
+            rule_ids = candidates(lowered)
+            if rule_ids:
+                window = data[start:window_end]
+                for i in rule_ids:
+                    self._scan_rule(self.rules[i], window, start, end - start, findings)
             start = end
-        return findings
 
-    def _scan_window(self, window: bytes, offset: int, own: int, candidates, findings: list[Finding]) -> None:
-        lowered = window.lower()
-        for i in candidates:
-            rule = self.rules[i]
-            if rule.keywords and not any(k in lowered for k in rule.keywords):
-                continue
-            for m in rule.regex.finditer(window):
-                if m.start() >= own:
-                    break  # the next block owns matches that start here
-                s, e = _secret_span(m)
-                secret = window[s:e]
-                if not secret or not self._keep(rule, secret, m.group(), window, s, e):
-                    continue
+    def _scan_rule(self, rule: Rule, window: bytes, offset: int, own: int, findings: list[Finding]) -> None:
+        for spans in match_spans(rule.regex, window):
+            ms, me = spans[0]
+            if ms >= own:
+                break  # the next block owns matches that start here
+            s, e = _secret_span(spans)
+            secret = window[s:e]
+            if secret and self._keep(rule, secret, window[ms:me], window, s, e):
                 findings.append(Finding(offset + s, offset + e, rule.id))
 
     def _keep(self, rule: Rule, secret: bytes, match: bytes, window: bytes, s: int, e: int) -> bool:
@@ -162,13 +207,12 @@ class RuleSet:
         return not any(allow.allows(secret, match, line) for allow in rule.allowlists)
 
 
-def _secret_span(m) -> tuple[int, int]:
+def _secret_span(spans) -> tuple[int, int]:
     """gitleaks' choice: the first capture group that matched something, else the whole match."""
-    for g in range(1, m.re.groups + 1):
-        s, e = m.span(g)
+    for s, e in spans[1:]:
         if s != -1 and e > s:
             return s, e
-    return m.span()
+    return spans[0]
 
 
 def _block_end(data: bytes, at: int) -> int:
@@ -181,6 +225,17 @@ def _block_end(data: bytes, at: int) -> int:
 def _line_end(data: bytes, at: int) -> int:
     nl = data.find(b"\n", at)
     return len(data) if nl == -1 else nl
+
+
+def _found(regex, data: bytes) -> bool:
+    return regex._regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] != -1
+
+
+def _alternation(words: list[bytes]):
+    """One RE2 pass over a secret instead of a Python loop over ~1,400 stopwords."""
+    if not words:
+        return None
+    return re2.compile(b"|".join(re2.escape(w) for w in words), _options())
 
 
 def _compile(pattern: str):
@@ -197,7 +252,7 @@ def _allowlist(spec: dict, rejected: list[str]) -> Allowlist:
     return Allowlist(
         target=spec.get("regexTarget", "secret"),
         regexes=regexes,
-        stopwords=tuple(w.lower().encode() for w in spec.get("stopwords", [])),
+        stopwords=_alternation([w.lower().encode() for w in spec.get("stopwords", [])]),
         condition=spec.get("condition", "OR").upper(),
         needs_path=bool(spec.get("paths")),
     )
@@ -237,6 +292,7 @@ def load_rules(text: str | None = None) -> RuleSet:
                 keywords=tuple(k.lower().encode() for k in spec.get("keywords", [])),
                 entropy=float(spec.get("entropy", 0.0)),
                 allowlists=allow,
+                long_range=any(marker in spec["regex"].encode() for marker in _MULTILINE),
             )
         )
     notes = []

@@ -1,0 +1,64 @@
+"""Inputs built to make each kind of rule backtrack are redacted in time linear in their size.
+
+Each case is timed at n and 4n bytes (best of three, to shrug off a busy machine); linear
+time gives a ratio near 4 and quadratic near 16, so the bound is 8. No absolute seconds.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from assay.policies.redaction import Redactor
+
+N = 40_000
+
+CASES = {
+    "letters-then-bang": lambda n: "a" * n + "!",
+    "generic-assignment-no-value": lambda n: "api_key = " + "a" * n,
+    "generic-keyword-repeated": lambda n: "secret_" * (n // 7),
+    "key-separators": lambda n: "password" + " =" * (n // 2),
+    "prefix-token-too-long": lambda n: "ghp_" + "A" * n,
+    "aws-almost": lambda n: ("AKIA" + "A" * 15 + "!") * (n // 20),
+    "pem-without-end": lambda n: "-----BEGIN RSA PRIVATE KEY-----\n" + ("A" * 63 + "\n") * (n // 64),
+    "pem-headers-repeated": lambda n: "-----BEGIN PRIVATE KEY-----" * (n // 27),
+    "curl-headers": lambda n: "curl " + " -H 'x'" * (n // 7),
+    "k8s-secret-yaml": lambda n: "kind: secret\n" + "data:\n" * (n // 6),
+    "jwt-almost": lambda n: "eyJ" + "a" * n + ".ey",
+    "base64-run": lambda n: ("Zx8kQ2mN7pL4vB9c" * (n // 16)),
+    "digits-and-dashes": lambda n: "4-" * (n // 2),
+    "dotted-numbers": lambda n: "1." * (n // 2),
+    "colons": lambda n: ":" * n,
+    "hex-colons": lambda n: "a:" * (n // 2),
+    "at-signs": lambda n: "a@" * (n // 2),
+    "email-local-part": lambda n: "a." * (n // 2) + "@",
+    "iban-almost": lambda n: "GB82 " + "WEST " * (n // 5),
+    "phone-almost": lambda n: "+1 " + "(555) " * (n // 6),
+    "newlines": lambda n: "\n" * n,
+    "whitespace-mix": lambda n: " \t\r\n" * (n // 4),
+    "url-escapes": lambda n: "%2" * (n // 2),
+    "backslash-n": lambda n: "\\n" * (n // 2),
+    "near-known-secret": lambda n: "hunter2-Sup3r " * (n // 14),
+}
+
+
+def _best(redactor: Redactor, text: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        redactor.redact(text)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pathological_input_is_linear(rules, case):
+    redactor = Redactor(rules)
+    redactor.add_secret("hunter2-Sup3r-s3cret", "registered")  # the known-secret regex is in play too
+    make = CASES[case]
+    small, large = make(N), make(4 * N)
+    _best(redactor, small)  # warm the DFA caches
+    t_small, t_large = _best(redactor, small), _best(redactor, large)
+    ratio = t_large / max(t_small, 1e-4)
+    assert ratio < 8, f"{case}: {t_small * 1e3:.1f} ms at n, {t_large * 1e3:.1f} ms at 4n (x{ratio:.1f})"
