@@ -20,8 +20,9 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from assay.cli import ledger, policy, sandbox
+    from assay.cli import ledger, mcp, policy, sandbox
 
+    app.command(name="mcp")(mcp.mcp)
     app.add_typer(sandbox.app, name="sandbox")
     app.add_typer(ledger.app, name="ledger")
     app.add_typer(policy.app, name="policy")

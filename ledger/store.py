@@ -34,6 +34,8 @@ from assay.ledger.schema import (
 )
 from assay.ledger.tables import (
     APPEND_ONLY,
+    Approval,
+    Submission,
     LEDGER_TABLES,
     PolicyDecision,
     Run,
@@ -44,7 +46,7 @@ from assay.ledger.tables import (
     utcnow,
 )
 
-E = TypeVar("E", Step, ToolCall, PolicyDecision)
+E = TypeVar("E", Step, ToolCall, PolicyDecision, Approval, Submission)
 M = TypeVar("M", bound=SQLModel)
 
 
@@ -235,6 +237,8 @@ class Ledger:
         finished_at: datetime | None = None,
         error: str | None = None,
         step_key: str | None = None,
+        fingerprint: str | None = None,
+        outcome: dict[str, Any] | None = None,
     ) -> ToolCall:
         """`arguments` and `result` must already be redacted. The result itself is not kept,
         only its digest and size."""
@@ -244,7 +248,7 @@ class Ledger:
             ToolCall(
                 run_id=run_id, key=key, step_key=step_key, tool=tool, arguments=arguments, decision=decision,
                 result_digest=digest, result_size=size, started_at=started_at, finished_at=finished_at,
-                duration_ms=duration, error=error,
+                duration_ms=duration, error=error, fingerprint=fingerprint, outcome=outcome or {},
             )
         )
 
@@ -254,6 +258,27 @@ class Ledger:
         return self._insert_once(
             PolicyDecision(run_id=run_id, key=key, tool=tool, decision=decision, reason=reason, detail=detail or {})
         )
+
+    def tool_call(self, run_id: str, key: str) -> ToolCall | None:
+        with self.session() as s:
+            return s.exec(select(ToolCall).where(ToolCall.run_id == run_id, ToolCall.key == key)).first()
+
+    # --- approvals and submissions ------------------------------------------------------------
+
+    def approval_events(self, run_id: str) -> list[Approval]:
+        return self._events(Approval, run_id)
+
+    def record_approval(self, run_id: str, *, key: str, event: str, request_key: str, fingerprint: str,
+                        tool: str, arguments: dict[str, Any] | None = None, reason: str = "", actor: str = "") -> Approval:
+        return self._insert_once(Approval(run_id=run_id, key=key, event=event, request_key=request_key,
+                                          fingerprint=fingerprint, tool=tool, arguments=arguments or {},
+                                          reason=reason, actor=actor))
+
+    def record_submission(self, run_id: str, *, key: str, snapshot: str, sha256: str, files: dict[str, Any], entry: str) -> Submission:
+        return self._insert_once(Submission(run_id=run_id, key=key, snapshot=snapshot, sha256=sha256, files=files, entry=entry))
+
+    def submissions(self, run_id: str) -> list[Submission]:
+        return self._events(Submission, run_id)
 
     def steps(self, run_id: str) -> list[Step]:
         return self._events(Step, run_id)

@@ -120,6 +120,10 @@ class ToolCall(_Event, table=True):
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     duration_ms: float | None = None
     error: str | None = None
+    # What the gateway returned, already redacted: a resumed run replays it instead of
+    # running the tool twice. Fingerprint = tool + canonical arguments.
+    fingerprint: str | None = Field(default=None, max_length=64)
+    outcome: dict[str, Any] = _json()
 
 
 class PolicyDecision(_Event, table=True):
@@ -148,5 +152,38 @@ class Verdict(_Event, table=True):
     row_hash: str = Field(max_length=64, unique=True)
 
 
-LEDGER_TABLES: tuple[type[SQLModel], ...] = (Run, Step, ToolCall, PolicyDecision, Verdict)
-APPEND_ONLY: tuple[type[SQLModel], ...] = (Step, ToolCall, PolicyDecision, Verdict)
+class Approval(_Event, table=True):
+    """One event in the life of a gated call: requested, then approved or denied, then used.
+
+    Events, not a mutable row: who asked, who decided and when stay on record, and an
+    approval covers exactly one call with exactly the arguments the human saw.
+    """
+
+    __tablename__ = "approvals"
+    __table_args__ = (sa.UniqueConstraint("run_id", "key", name="uq_approvals_run_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    event: str = Field(description="requested, approved, denied, used")
+    request_key: str = Field(max_length=255, index=True, description="key of the 'requested' event")
+    fingerprint: str = Field(max_length=64)
+    tool: str
+    arguments: dict[str, Any] = _json()  # redacted, as the agent sent them
+    reason: str = ""
+    actor: str = ""
+
+
+class Submission(_Event, table=True):
+    """The agent's only handle on the outcome: a snapshot of its workspace, hashed."""
+
+    __tablename__ = "submissions"
+    __table_args__ = (sa.UniqueConstraint("run_id", "key", name="uq_submissions_run_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    snapshot: str = Field(description="path of the read-only snapshot, outside every workspace")
+    sha256: str = Field(max_length=64)
+    files: dict[str, Any] = _json()  # relative path -> sha256
+    entry: str = Field(description="the candidate file within the snapshot")
+
+
+LEDGER_TABLES: tuple[type[SQLModel], ...] = (Run, Step, ToolCall, PolicyDecision, Verdict, Approval, Submission)
+APPEND_ONLY: tuple[type[SQLModel], ...] = (Step, ToolCall, PolicyDecision, Verdict, Approval, Submission)

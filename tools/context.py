@@ -24,8 +24,8 @@ class ToolContext:
     progress: Callable[[float, float | None, str | None], None] | None = None
     call: ToolCall | None = None
 
-    def for_call(self, call: ToolCall) -> "ToolContext":
-        return dataclasses.replace(self, call=call, grants=dict(call.grants))
+    def for_call(self, call: ToolCall, progress=None) -> "ToolContext":
+        return dataclasses.replace(self, call=call, grants=dict(call.grants), progress=progress or self.progress)
 
     def report(self, done: float, total: float | None = None, message: str | None = None) -> None:
         if self.progress is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from assay.policies.paths import PathRefused, normalize_relpath
 from assay.tools.context import ToolContext
 from assay.tools.registry import ToolFailure, registry
 
@@ -34,12 +35,10 @@ def _inside(ws: Path, fd: int) -> bool:
 
 
 def _rel(path: str) -> str:
-    if "\x00" in path:
-        raise ToolFailure("path contains a NUL byte")
-    p = Path(path)
-    if p.is_absolute() or ".." in p.parts:
-        raise ToolFailure(f"path {path!r} must be relative to the workspace and must not contain '..'")
-    return str(p)
+    try:
+        return normalize_relpath(path)
+    except PathRefused as exc:
+        raise ToolFailure(str(exc)) from None
 
 
 def _own_like_workspace(ws: Path, fd: int) -> None:
@@ -51,10 +50,10 @@ def _own_like_workspace(ws: Path, fd: int) -> None:
 
 def open_in_workspace(ws: Path, path: str, flags: int, mode: int = 0o644) -> int:
     """Open `path` under `ws` without following a symlink anywhere along the way."""
-    rel = Path(_rel(path))
+    rel = Path(_rel(path) or ".")
     dir_fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        parts = rel.parts
+        parts = () if str(rel) == "." else rel.parts
         for i, part in enumerate(parts[:-1]):
             try:
                 nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
@@ -117,7 +116,7 @@ def list_files(ctx: ToolContext, args: ListArgs) -> Listing:
     """List files under a folder of the workspace (recursively, symlinks not followed)."""
     fd = open_in_workspace(ctx.workspace, args.path, os.O_RDONLY | os.O_DIRECTORY)
     os.close(fd)
-    base = ctx.workspace / _rel(args.path)
+    base = ctx.workspace / (_rel(args.path) or ".")
     entries: list[Entry] = []
     for root, dirs, files in os.walk(base, followlinks=False):
         dirs.sort()

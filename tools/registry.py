@@ -100,9 +100,17 @@ class Registry:
     def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
 
-    def handler(self, ctx: "ToolContext", kind: str | None) -> Handler:
-        """The innermost Handler: validate arguments, run the tool off the event loop."""
+    def handler(self, ctx: "ToolContext", kind: str | None, progress=None) -> Handler:
+        """The innermost Handler: validate arguments, run the tool off the event loop.
+
+        `progress(call, done, total, message)` is async; tools report from their worker
+        thread, so reports hop back onto the event loop."""
         visible = {t.name: t for t in self.for_kind(kind)}
+
+        def reporter(tc: ToolCall):
+            if progress is None:
+                return None
+            return lambda done, total=None, message=None: anyio.from_thread.run(progress, tc, done, total, message)
 
         async def call(tc: ToolCall) -> ToolOutcome:
             spec = visible.get(tc.name)
@@ -117,7 +125,7 @@ class Registry:
                 )
                 return error(f"invalid arguments for {tc.name}: {problems}")
             try:
-                out = await anyio.to_thread.run_sync(lambda: spec.fn(ctx.for_call(tc), args))
+                out = await anyio.to_thread.run_sync(lambda: spec.fn(ctx.for_call(tc, reporter(tc)), args))
             except ToolFailure as exc:
                 return error(f"{tc.name} failed: {exc}")
             except Exception as exc:  # a bug in a tool must not take the server down

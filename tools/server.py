@@ -7,12 +7,9 @@ gateway stack that the session was built with.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from typing import Any
 
-import anyio
 import mcp.types as types
 from mcp.server import Server
 
@@ -32,9 +29,9 @@ def build_server(session: Session) -> Server:
         return types.ListToolsResult(tools=[spec.mcp_tool() for spec in session.listed_tools()])
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        meta = params.meta.model_dump() if params.meta is not None else {}
-        client_key = meta.get(CALL_KEY_META) if isinstance(meta, dict) else None
-        key = f"c:{str(client_key)[:128]}" if client_key else f"s:{uuid.uuid4().hex}"
+        meta = params.meta if isinstance(params.meta, dict) else {}
+        client_key = meta.get(CALL_KEY_META)
+        key = f"c:{str(client_key)[:128]}" if isinstance(client_key, str) and client_key else f"s:{uuid.uuid4().hex}"
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
             try:
@@ -66,10 +63,3 @@ async def serve_stdio(session: Session) -> None:
     server = build_server(session)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
-
-
-__all__ = ["build_server", "serve_stdio", "CALL_KEY_META", "anyio"]

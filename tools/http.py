@@ -1,0 +1,78 @@
+"""`assay mcp --http`: streamable HTTP on loopback, behind a bearer token and an Origin check.
+
+The SDK's own DNS-rebinding guard checks Host and Origin; this layer adds the token (compared
+in constant time) and refuses any Origin that is not a loopback address, before a request
+reaches the MCP session manager.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from urllib.parse import urlsplit
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from assay.tools.server import build_server
+from assay.tools.session import Session
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+MAX_BODY = 4 * 1024 * 1024
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def _loopback_origin(origin: str) -> bool:
+    try:
+        parts = urlsplit(origin)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and (parts.hostname or "") in LOOPBACK_HOSTS and port_ok and not parts.path.strip("/")
+
+
+class BearerGuard:
+    def __init__(self, app: ASGIApp, token: str):
+        self.app, self.token = app, token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        origin = headers.get("origin")
+        if origin is not None and not _loopback_origin(origin):
+            return await _refuse(send, 403, "origin not allowed: only loopback origins may call this server")
+        auth = headers.get("authorization", "")
+        scheme, _, given = auth.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
+            return await _refuse(send, 401, "missing or wrong bearer token", {"www-authenticate": 'Bearer realm="assay"'})
+        return await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send, status: int, text: str, extra: dict[str, str] | None = None) -> None:
+    body = text.encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(session: Session, token: str, host: str = "127.0.0.1") -> ASGIApp:
+    server = build_server(session)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+    app = server.streamable_http_app(transport_security=security, host=host, max_request_body_size=MAX_BODY)
+    return BearerGuard(app, token)
+
+
+async def serve_http(session: Session, token: str, host: str, port: int) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(http_app(session, token, host), host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()

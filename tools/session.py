@@ -1,0 +1,269 @@
+"""A server session: one run, one role, one workspace, one signed manifest, one gateway.
+
+The session assembles the gateway around the registry's tools, innermost first:
+
+    tool  <-  policy check  <-  redaction  <-  padding  <-  audit  <-  (MCP client)
+
+so a call is decided before it runs, its result is redacted before anything else sees it,
+held to the padding schedule, and recorded with the decision that let it through.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pydantic_core
+
+from assay.errors import UserError
+from assay.ledger import Ledger, RunStatus, utcnow
+from assay.policies.capabilities import CapabilityPolicy, Decision, RateCounts
+from assay.policies.manifest import shipped_manifest_path
+from assay.policies.padding import PAD_KEY, PaddingPolicy, pad_to_bucket
+from assay.policies.redaction import Redactor
+from assay.policies.signing import load_signed_manifest
+from assay.sandbox import SandboxPool, SandboxSpec, default_limits
+from assay.tools.context import ToolContext
+from assay.tools.gate_audit import Audit
+from assay.tools.gate_padding import Padding
+from assay.tools.gate_policy import PolicyCheck
+from assay.tools.gate_redaction import Redaction
+from assay.tools.registry import Registry, ToolSpec, default_registry
+from assay.tools.seam import ToolCall, ToolOutcome
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass
+class SessionConfig:
+    workspace: Path
+    manifest: str = "kernel-agent"
+    role: str | None = None
+    run_id: str | None = None
+    kind: str | None = None
+    job: dict[str, Any] = field(default_factory=dict)
+    padding: PaddingPolicy = field(default_factory=PaddingPolicy)
+    ledger_url: str | None = None
+    sandbox_backend: str | None = None
+    # Files whose contents are secret (key files); their values are redacted everywhere.
+    key_files: tuple[str, ...] = ()
+
+
+def resolve_manifest(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or os.sep in name_or_path:
+        if not p.is_file():
+            raise UserError(f"manifest {p} not found", "give the path of a signed manifest .toml or a shipped role name")
+        return p
+    return shipped_manifest_path(name_or_path)
+
+
+class LedgerApprovals:
+    """Approvals live in the ledger, where `assay approve` and the TUI write them."""
+
+    def __init__(self, ledger: Ledger, run_id: str, redact_json: Callable[[Any], Any]):
+        self.ledger, self.run_id, self.redact_json = ledger, run_id, redact_json
+
+    def _latest(self, fp: str) -> tuple[str | None, list[str]]:
+        events = [e for e in self.ledger.approval_events(self.run_id) if e.fingerprint == fp]
+        requests = [e for e in events if e.event == "requested"]
+        if not requests:
+            return None, []
+        req = requests[-1].key
+        return req, [e.event for e in events if e.request_key == req and e.event != "requested"]
+
+    def status(self, call: ToolCall) -> str | None:
+        req, outcomes = self._latest(call.fingerprint())
+        if req is None or "used" in outcomes:
+            return None
+        if "denied" in outcomes:
+            return "denied"
+        if "approved" in outcomes:
+            return "approved"
+        return "pending"
+
+    def request(self, call: ToolCall, reason: str) -> str:
+        fp = call.fingerprint()
+        req, outcomes = self._latest(fp)
+        if req is not None and not outcomes:
+            return req  # already pending: asking again must not queue a second approval
+        n = sum(1 for e in self.ledger.approval_events(self.run_id) if e.event == "requested") + 1
+        key = f"approval-{n}"
+        self.ledger.record_approval(
+            self.run_id, key=key, event="requested", request_key=key, fingerprint=fp, tool=call.name,
+            arguments=self.redact_json(call.arguments), reason=reason, actor="gateway",
+        )
+        return key
+
+    def consume(self, call: ToolCall) -> None:
+        req, _ = self._latest(call.fingerprint())
+        if req is not None:
+            self.ledger.record_approval(
+                self.run_id, key=f"{req}:used", event="used", request_key=req, fingerprint=call.fingerprint(),
+                tool=call.name, actor="gateway",
+            )
+
+
+class Session:
+    def __init__(self, cfg: SessionConfig, registry: Registry | None = None, ledger: Ledger | None = None):
+        self.cfg = cfg
+        self.workspace = cfg.workspace.resolve()
+        if not self.workspace.is_dir():
+            raise UserError(f"workspace {cfg.workspace} is not a directory", "create it or pass --workspace DIR")
+        self.manifest = load_signed_manifest(resolve_manifest(cfg.manifest), role=cfg.role)
+        self.warning = self.manifest.provenance.warning if self.manifest.provenance else None
+        self.ledger = ledger or Ledger.open(cfg.ledger_url)
+        self.run_id = self._bind_run()
+        self.redactor = Redactor.for_run(os.environ, key_files=cfg.key_files)
+        self.policy = CapabilityPolicy(self.manifest, counts=self._counts())
+        self.pool = SandboxPool(cfg.sandbox_backend)
+        self.spec = SandboxSpec(workspace=self.workspace, limits=default_limits())
+        self.registry = registry or default_registry()
+        self._progress: dict[str, Progress] = {}
+        self.tools: dict[str, ToolSpec] = {t.name: t for t in self.registry.for_kind(cfg.kind)}
+        ctx = ToolContext(
+            run_id=self.run_id,
+            role=self.manifest.role,
+            workspace=self.workspace,
+            sandbox=lambda: self.pool.get(self.spec),
+            ledger=self.ledger,
+            job=dict(cfg.job),
+        )
+        inner = self.registry.handler(ctx, cfg.kind, progress=self._report)
+        policy = PolicyCheck(
+            inner,
+            decide=lambda c: self.policy.decide(c.name, self._as_tool_sees_it(c)),
+            record=self._record_decision,
+            approvals=LedgerApprovals(self.ledger, self.run_id, self.redactor.redact_json),
+            restore=self.redactor.restore,
+        )
+        redaction = Redaction(policy, self.redactor.redact, self.redactor.redact_json)
+        padding = Padding(redaction, cfg.padding)
+        self.gateway = Audit(padding, record=self._record_call, replay=self._replay)
+
+    # -- binding -----------------------------------------------------------------------
+
+    def _bind_run(self) -> str:
+        if self.cfg.run_id:
+            run = self.ledger.get_run(self.cfg.run_id)
+            if run is None:
+                raise UserError(f"no run {self.cfg.run_id!r} in the ledger", "omit --run to start a new run, or check `assay verdicts`")
+            if RunStatus(run.status).finished:
+                raise UserError(f"run {run.id} is already {run.status}", "start a new run; a finished run takes no more tool calls")
+            return run.id
+        run = self.ledger.create_run(job=str(self.workspace), kind=self.cfg.kind or "mcp", brain="mcp-client")
+        self.ledger.set_run_status(run.id, RunStatus.running)
+        return run.id
+
+    def _counts(self) -> RateCounts:
+        admitted = [
+            (d.tool, d.created_at.timestamp())
+            for d in self.ledger.policy_decisions(self.run_id)
+            if d.decision in ("allow", "approve")
+        ]
+        return RateCounts.from_calls(admitted)
+
+    # -- what clients see ------------------------------------------------------------------
+
+    def listed_tools(self) -> list[ToolSpec]:
+        """Tools this role may call (or ask approval for); the rest exist but would be denied."""
+        return [t for name, t in sorted(self.tools.items()) if self.policy.capability(name) is not None]
+
+    def instructions(self) -> str:
+        text = (
+            f"assay gateway for run {self.run_id}, role '{self.manifest.role}'. "
+            "Every call is checked against a signed capability manifest, runs in a sandbox with no "
+            "network, and is recorded. Secrets appear as [[SECRET:...]] placeholders. Only verifiers "
+            "declare success: submit your candidate with the submit tool."
+        )
+        return text
+
+    # -- the call path -------------------------------------------------------------------------
+
+    async def call(self, name: str, arguments: dict[str, Any], *, key: str, progress: Progress | None = None) -> ToolOutcome:
+        call = ToolCall(name=str(name)[:128], arguments=arguments, key=key)
+        if progress is not None:
+            self._progress[call.key] = progress
+        try:
+            return await self.gateway(call)
+        finally:
+            self._progress.pop(call.key, None)
+
+    async def _report(self, call: ToolCall, done: float, total: float | None, message: str | None) -> None:
+        cb = self._progress.get(call.key)
+        if cb is not None:
+            await cb(done, total, self.redactor.redact(message) if message else None)
+
+    def _as_tool_sees_it(self, call: ToolCall) -> dict[str, Any]:
+        """Arguments with the tool's defaults filled in, so the policy judges what will run."""
+        spec = self.tools.get(call.name)
+        if spec is None:
+            return call.arguments
+        try:
+            return spec.input_model.model_validate(call.arguments).model_dump()
+        except Exception:
+            return call.arguments  # the tool layer reports the invalid arguments
+
+    def _record_decision(self, call: ToolCall, d: Decision) -> None:
+        self.ledger.record_policy_decision(
+            self.run_id, key=call.key, tool=call.name, decision=d.effect, reason=self.redactor.redact(d.reason),
+            detail={"rule": d.rule, "fingerprint": call.fingerprint()},
+        )
+
+    def _record_call(self, call: ToolCall, outcome: ToolOutcome, timing: dict[str, Any]) -> None:
+        finished = utcnow()
+        started = finished - timedelta(milliseconds=timing["duration_ms"])
+        self.ledger.record_tool_call(
+            self.run_id,
+            key=call.key,
+            tool=call.name,
+            arguments=self.redactor.redact_json(call.arguments),
+            decision=outcome.decision or "deny",
+            result=outcome.text,
+            started_at=started,
+            finished_at=finished,
+            error=outcome.text[:500] if outcome.is_error else None,
+            fingerprint=call.fingerprint(),
+            outcome={
+                "text": outcome.text,
+                "structured": outcome.structured,
+                "is_error": outcome.is_error,
+                "rule": outcome.rule,
+                "duration_ms": timing["duration_ms"],
+            },
+        )
+
+    def _replay(self, call: ToolCall) -> ToolOutcome | None:
+        row = self.ledger.tool_call(self.run_id, call.key)
+        if row is None:
+            return None
+        if row.fingerprint != call.fingerprint() or not row.outcome:
+            # Same key, different call: never replay it, record it as a call of its own.
+            call.key = f"{call.key}:{secrets.token_hex(4)}"
+            return None
+        o = row.outcome
+        return ToolOutcome(text=o["text"], structured=o.get("structured"), is_error=o["is_error"], decision=row.decision, rule=o.get("rule"))
+
+    # -- padding of the serialized result ---------------------------------------------------
+
+    def pad(self, result: Any) -> Any:
+        """Pad a CallToolResult to the bucket, measured as the SDK will serialize it."""
+        if not self.cfg.padding.enabled:
+            return result
+
+        def size() -> int:
+            return len(pydantic_core.to_json(result.model_dump(by_alias=True, mode="json", exclude_none=True)))
+
+        def set_padding(filler: str) -> None:
+            result.meta = {PAD_KEY: filler}
+
+        pad_to_bucket(size, set_padding, self.cfg.padding)
+        return result
+
+    def close(self) -> None:
+        self.pool.close()
+        self.ledger.close()
