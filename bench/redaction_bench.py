@@ -1,0 +1,172 @@
+"""The redaction half of bench/gateway.py: assay's redaction against detect-secrets, same corpus.
+
+Both tools see the same labelled corpus (bench/redaction_corpus.py) in the same process.
+assay: one run's Redactor with the whole gitleaks rule set, PII and entropy detectors and the
+corpus' known values registered; throughput is the median of several redactions of the whole
+corpus after one warm-up. detect-secrets: its default plugins and filters scanning the corpus
+as a file (`scan_file`, line by line, the way its CLI does).
+
+Recall is over planted in-the-wild secrets (family "secret"); assay is held to the stricter
+test. An item counts for assay only if its value is gone from the output and >= 90% of its
+characters were inside redacted spans; it counts for detect-secrets if any finding on one of
+its lines overlaps it at all (the private-key plugin reports only the BEGIN line, so a key
+counts when its block's BEGIN line is reported).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from redaction_corpus import Corpus, Label, generate  # noqa: E402
+
+from assay.policies.redaction import Redactor, default_rules  # noqa: E402
+
+
+def _covered(label: Label, spans: list[tuple[int, int]]) -> float:
+    inside = 0
+    for s, e in spans:
+        lo, hi = max(s, label.start), min(e, label.end)
+        if hi > lo:
+            inside += hi - lo
+    return inside / max(1, label.end - label.start)
+
+
+def measure_assay(corpus: Corpus, repeats: int = 5) -> dict:
+    rules = default_rules()
+    redactor = Redactor(rules)
+    for value in corpus.known_values:
+        redactor.add_secret(value, "known")
+    mb = len(corpus.text.encode()) / 1e6
+    out = redactor.redact(corpus.text)  # warm-up: compiles the known-secret regex, fills DFA caches
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = redactor.redact(corpus.text)
+        times.append(time.perf_counter() - t0)
+    spans = [(s.start, s.end) for s in redactor.find(corpus.text)]
+    found: dict[str, list[int]] = {}
+    for label in corpus.labels:
+        ok = _covered(label, spans) >= 0.9 and label.value not in out
+        found.setdefault(label.family, []).append(int(ok))
+    secret_labels = [lb for lb in corpus.labels if lb.family == "secret"]
+    missed = sorted({lb.kind for lb in secret_labels if not (_covered(lb, spans) >= 0.9 and lb.value not in out)})
+    labelled = [(lb.start, lb.end) for lb in corpus.labels]
+    false_spans = sum(1 for s, e in spans if not any(min(e, le) > max(s, ls) for ls, le in labelled))
+    return {
+        "redaction_mb_per_s": round(mb / statistics.median(times), 1),
+        "redaction_mb_per_s_best": round(mb / min(times), 1),
+        "recall": round(sum(found.get("secret", [])) / max(1, len(found.get("secret", []))), 4),
+        "known_secret_recall": round(sum(found.get("known", [])) / max(1, len(found.get("known", []))), 4),
+        "pii_recall": round(sum(found.get("pii", [])) / max(1, len(found.get("pii", []))), 4),
+        "missed_secret_kinds": missed,
+        "unlabelled_redactions": false_spans,
+        "rules_loaded": rules.loaded,
+        "rules_total": rules.total,
+        "rules_rejected": sorted(rules.rejected),
+    }
+
+
+def measure_detect_secrets(corpus: Corpus) -> dict:
+    from detect_secrets.core.scan import scan_file
+    from detect_secrets.settings import default_settings
+
+    line_starts = [0]
+    for i, ch in enumerate(corpus.text):
+        if ch == "\n":
+            line_starts.append(i + 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "tool_output.txt")
+        Path(path).write_text(corpus.text)
+        with default_settings():
+            t0 = time.perf_counter()
+            findings = list(scan_file(path))
+            elapsed = time.perf_counter() - t0
+    by_line: dict[int, list[str]] = {}
+    for f in findings:
+        by_line.setdefault(f.line_number, []).append(f.secret_value or "")
+    import bisect
+
+    hits = []
+    for label in corpus.labels:
+        if label.family != "secret":
+            continue
+        first = bisect.bisect_right(line_starts, label.start)  # 1-based line of the start
+        last = bisect.bisect_right(line_starts, max(label.start, label.end - 1))
+        ok = False
+        lines = range(first - 1 if label.kind == "private-key" else first, last + 1)
+        for ln in lines:
+            line_text = corpus.text[line_starts[ln - 1] : line_starts[ln] if ln < len(line_starts) else len(corpus.text)]
+            for value in by_line.get(ln, []):
+                if label.kind == "private-key" and ln == first - 1:
+                    ok = True
+                    break
+                at = line_text.find(value) if value else -1
+                if at == -1:
+                    continue
+                s = line_starts[ln - 1] + at
+                if min(s + len(value), label.end) > max(s, label.start):
+                    ok = True
+                    break
+            if ok:
+                break
+        hits.append(int(ok))
+    mb = len(corpus.text.encode()) / 1e6
+    return {
+        "detect_secrets_mb_per_s": round(mb / elapsed, 3),
+        "detect_secrets_recall": round(sum(hits) / max(1, len(hits)), 4),
+        "detect_secrets_findings": len(findings),
+    }
+
+
+def machine() -> dict:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def redaction_figures(size: int = 1_000_000, seed: int = 20251003, repeats: int = 5) -> dict:
+    """The redaction part of the gateway benchmark, as one flat dict."""
+    corpus = generate(size=size, seed=seed)
+    assay = measure_assay(corpus, repeats=repeats)
+    ds = measure_detect_secrets(corpus)
+    figures = {
+        "corpus_bytes": len(corpus.text.encode()),
+        "corpus_seed": seed,
+        "planted": {fam: sum(1 for lb in corpus.labels if lb.family == fam) for fam in ("secret", "known", "pii")},
+        **assay,
+        **ds,
+    }
+    figures["vs_detect_secrets_speed_ratio"] = round(assay["redaction_mb_per_s"] / max(ds["detect_secrets_mb_per_s"], 1e-9), 1)
+    figures["clean_text_mb_per_s"] = clean_throughput(size, seed, repeats)
+    return figures
+
+
+def clean_throughput(size: int, seed: int, repeats: int) -> float:
+    """The same kinds of filler with nothing planted: most tool output looks like this."""
+    text = generate(size=size, seed=seed, secret_every=10**12).text
+    redactor = Redactor(default_rules())
+    redactor.redact(text)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        redactor.redact(text)
+        times.append(time.perf_counter() - t0)
+    return round(len(text.encode()) / 1e6 / statistics.median(times), 1)
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps({"redaction": redaction_figures(), "machine": machine()}, indent=2))
