@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -72,6 +73,9 @@ def looks_secret(name: str) -> bool:
         return False
     words = [w for w in re.split(r"[_\-.]+", upper) if w]
     return any(w in _SECRET_WORDS for w in words) or bool(_URL_WITH_CREDENTIALS.search(upper))
+
+
+_SEPARATOR = b"\x00\n"
 
 
 def _windows(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -225,10 +229,27 @@ class Redactor:
             data, placed = self._replace(data, spans)
             # A new placeholder changes only its neighbourhood, so later passes rescan the
             # lines around each one instead of the whole text.
-            spans = []
-            for lo, hi in _windows(data, placed):
-                spans.extend((s + lo, e + lo, c, k) for s, e, c, k in self._find(data[lo:hi]))
+            spans = self._find_in(data, _windows(data, placed))
         return data
+
+    def _find_in(self, data: bytes, windows: list[tuple[int, int]]) -> list[tuple[int, int, str, str]]:
+        """Findings inside `windows` only, from one scan of the windows joined by a NUL line
+        (no token, key or address spans a NUL), mapped back to offsets in `data`."""
+        joined = _SEPARATOR.join(data[lo:hi] for lo, hi in windows)
+        starts = []
+        at = 0
+        for lo, hi in windows:
+            starts.append(at)
+            at += hi - lo + len(_SEPARATOR)
+        out = []
+        for s, e, cat, kind in self._find(joined):
+            i = bisect_right(starts, s) - 1
+            lo, hi = windows[i]
+            offset = lo - starts[i]
+            end = min(e + offset, hi)  # a long-range rule may run on past the separator
+            if s + offset < hi and end > s + offset:
+                out.append((s + offset, end, cat, kind))
+        return out
 
     def _replace(self, data: bytes, spans) -> tuple[bytes, list[tuple[int, int]]]:
         parts = []

@@ -66,9 +66,11 @@ class Allowlist:
         subject = {"secret": secret, "match": match, "line": line}[self.target]
         checks = []
         if self.needs_path:
-            checks.append(False)  # tool output has no path, so a path condition never holds
+            if self.condition == "AND":
+                return False  # tool output has no path, so a path condition never holds
+            checks.append(False)
         if self.regexes:
-            checks.append(any(_found(r, subject) for r in self.regexes))
+            checks.append(_found(self.regexes[0], subject))
         if self.stopwords is not None:
             checks.append(_found(self.stopwords, secret.lower()))
         if not checks:
@@ -169,17 +171,28 @@ class RuleSet:
 
     def _scan_blocks(self, data: bytes, lowered_all: bytes, block: int, overlap: int, candidates, findings: list[Finding]) -> None:
         n = len(data)
+        blocks = []
         start = 0
         while start < n:
             end = _block_end(data, start + block)
             window_end = _block_end(data, end + overlap) if end < n else n
-            lowered = lowered_all[start:window_end]
-            rule_ids = candidates(lowered)
+            blocks.append((start, end, window_end, candidates(lowered_all[start:window_end])))
+            start = end
+        # A rule wanted by most blocks (generic-api-key's keywords are everywhere) runs once over
+        # the whole text: one call instead of hundreds, and the same matches.
+        wanted: dict[int, int] = {}
+        for *_, rule_ids in blocks:
+            for i in rule_ids:
+                wanted[i] = wanted.get(i, 0) + 1
+        everywhere = {i for i, count in wanted.items() if len(blocks) > 2 and count * 2 >= len(blocks)}
+        for i in sorted(everywhere):
+            self._scan_rule(self.rules[i], data, 0, n, findings)
+        for start, end, window_end, rule_ids in blocks:
+            rule_ids = [i for i in rule_ids if i not in everywhere]
             if rule_ids:
                 window = data[start:window_end]
                 for i in rule_ids:
                     self._scan_rule(self.rules[i], window, start, end - start, findings)
-            start = end
 
     def _scan_rule(self, rule: Rule, window: bytes, offset: int, own: int, findings: list[Finding]) -> None:
         for spans in match_spans(rule.regex, window):
@@ -243,12 +256,16 @@ def _compile(pattern: str):
 
 
 def _allowlist(spec: dict, rejected: list[str]) -> Allowlist:
-    regexes = []
+    accepted = []
     for pat in spec.get("regexes", []):
         try:
-            regexes.append(_compile(pat))
+            _compile(pat)
+            accepted.append(pat)
         except re2.error as exc:  # an allowlist entry RE2 refuses is reported like a rule
             rejected.append(f"allowlist regex {pat!r}: {exc}")
+    # "Any of these matches" is one RE2 pass over their alternation; each stays in its own
+    # group so its flags, like (?i), keep their scope.
+    regexes = [_compile("|".join(f"(?:{p})" for p in accepted))] if accepted else []
     return Allowlist(
         target=spec.get("regexTarget", "secret"),
         regexes=regexes,
