@@ -20,8 +20,9 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from assay.cli import ledger, mcp, policy, sandbox
+    from assay.cli import ledger, mcp, policy, run, sandbox
 
+    run.register(app)
     app.command(name="mcp")(mcp.mcp)
     app.add_typer(sandbox.app, name="sandbox")
     app.add_typer(ledger.app, name="ledger")

@@ -148,5 +148,6 @@ def default_registry() -> Registry:
     """The registry with every shipped tool imported (imports register them)."""
     from assay.tools import exec as _exec  # noqa: F401
     from assay.tools import files as _files  # noqa: F401
+    from assay.tools import submit as _submit  # noqa: F401
 
     return registry

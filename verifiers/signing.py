@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from assay.errors import UserError
+from assay.ledger.chain import canonical_json, normalize_payload
 
 KEY_NAME = "verifier-ed25519"
 
 
 def canonical(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+    """Exactly the bytes the ledger hashes, after the JSON round trip the database does."""
+    return canonical_json(normalize_payload(payload))
 
 
 def key_id(public: Ed25519PublicKey) -> str:
@@ -65,19 +66,30 @@ def load_public_key(home: Path) -> Ed25519PublicKey | None:
     return key if isinstance(key, Ed25519PublicKey) else None
 
 
-def sign(key: Ed25519PrivateKey, payload: dict[str, Any]) -> tuple[str, str]:
-    """Returns (signature as base64, signer key id)."""
-    return base64.b64encode(key.sign(canonical(payload))).decode(), key_id(key.public_key())
+def sign(key: Ed25519PrivateKey, payload: dict[str, Any]) -> str:
+    """The stored signature: 'ed25519:<key id>:<base64 signature over canonical(payload)>'."""
+    sig = base64.b64encode(key.sign(canonical(payload))).decode()
+    return f"ed25519:{key_id(key.public_key())}:{sig}"
 
 
-def check(public: Ed25519PublicKey | None, payload: dict[str, Any], signature: str, signer: str) -> str:
+def check(public: Ed25519PublicKey | None, payload: dict[str, Any], signature: str) -> str:
     """'valid', 'invalid', 'unknown-key' (signed by a key we do not hold) or 'no-key'."""
     if public is None:
         return "no-key"
+    scheme, _, rest = str(signature).partition(":")
+    signer, _, sig = rest.partition(":")
+    if scheme != "ed25519" or not sig:
+        return "invalid"
     if key_id(public) != signer:
         return "unknown-key"
     try:
-        public.verify(base64.b64decode(signature), canonical(payload))
+        public.verify(base64.b64decode(sig, validate=True), canonical(payload))
     except (InvalidSignature, ValueError):
         return "invalid"
     return "valid"
+
+
+def chain_check(home: Path):
+    """A `signature_check` for `Ledger.verify_chain`: only this verifier's key signs verdicts."""
+    public = load_public_key(home)
+    return lambda payload, signature: check(public, payload, signature) == "valid"

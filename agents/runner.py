@@ -1,0 +1,229 @@
+"""Start, drive, pause and resume runs. The CLI and the TUI both come through here."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import anyio
+from langgraph.types import Command
+
+from assay.agents.brains import make_model
+from assay.agents.job import Job
+from assay.agents.kinds import job_kinds
+from assay.agents.toolset import run_toolset
+from assay.agents.workflow import RECURSION_LIMIT, RunDeps, build_graph, decision_for
+from assay.errors import UserError
+from assay.ledger import Ledger, RunStatus
+from assay.policies.redaction import Redactor
+from assay.settings import settings
+
+Event = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    status: str
+    verdict: dict[str, Any] | None = None
+    waiting: dict[str, Any] | None = None
+
+
+def run_dir(run_id: str) -> Path:
+    return settings().home / "runs" / run_id
+
+
+def prepare_workspace(run_id: str, job: Job) -> Path:
+    ws = run_dir(run_id) / "workspace"
+    ws.mkdir(parents=True, exist_ok=True)
+    # The agent works on a copy; the verifier reads the original the job names.
+    shutil.copyfile(job.task_path, ws / "task.py")
+    return ws
+
+
+def job_spec(job: Job, workspace: Path) -> dict[str, Any]:
+    return {
+        "job": job.model_dump(mode="json"),
+        "job_file": str(job.source) if job.source else None,
+        "task_path": str(job.task_path),
+        "criteria": job.criteria,
+        "workspace": str(workspace),
+    }
+
+
+def job_from_spec(spec: dict[str, Any]) -> Job:
+    job = Job.model_validate(spec["job"])
+    if spec.get("job_file"):
+        job = job.model_copy(update={"source": Path(spec["job_file"])})
+    return job
+
+
+def _die_with_parent() -> None:
+    # A verifier orphaned by a killed run must not append a verdict nobody waits for; the
+    # resumed run starts its own (and the ledger keeps exactly one per submission).
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def verify_in_process_of_its_own(run_id: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k.startswith("ASSAY_") or k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "assay.verifiers", "verify", "--run", run_id, "--json"],
+        capture_output=True, text=True, env=env, preexec_fn=_die_with_parent,
+    )
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+        tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        raise UserError(f"the verifier process failed (exit {proc.returncode}): {tail[0]}", "see `python -m assay.verifiers verify --run RUN`")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@asynccontextmanager
+async def checkpointer(ledger: Ledger):
+    if ledger.dialect == "postgresql":
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        url = str(ledger.engine.url.render_as_string(hide_password=False)).replace("postgresql+psycopg://", "postgresql://")
+        async with AsyncPostgresSaver.from_conn_string(url) as saver:
+            await saver.setup()
+            yield saver
+    else:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        db = ledger.engine.url.database
+        path = Path(db).with_name("checkpoints.db") if db else settings().home / "checkpoints.db"
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+            yield saver
+
+
+async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: bool, on_event: Event,
+                 verify: Callable[[str], dict[str, Any]]) -> RunOutcome:
+    kind = job_kinds()[job.kind]
+    workspace = run_dir(run_id) / "workspace"
+    redactor = Redactor.for_run(os.environ)
+    model = make_model(job.brain, agent_module=kind.agent_module, redactor=redactor)
+    from pydantic_ai import Agent
+    import importlib
+
+    module = importlib.import_module(kind.agent_module)
+    step_no = {"n": 0}
+    toolset = run_toolset(run_id, workspace, job.manifest, job.kind, padding=job.padding.model_dump(),
+                          sandbox=job.sandbox.backend, step=lambda: str(step_no["n"]))
+    agent = Agent(model, toolsets=[toolset], instructions=module.instructions(job), output_type=str)
+    deps = RunDeps(run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=module.prompt(job), verify=verify, on_event=on_event)
+    graph_def = build_graph()
+    config = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
+    async with checkpointer(ledger) as saver, agent:
+        graph = graph_def.compile(checkpointer=saver)
+        payload = first
+        while True:
+            snapshot = await graph.aget_state(config)
+            step_no["n"] = int((snapshot.values or {}).get("step", 0)) + 1
+            result = await graph.ainvoke(payload, config, context=deps)
+            interrupts = result.get("__interrupt__") if isinstance(result, dict) else None
+            if not interrupts:
+                break
+            pending = interrupts[0].value
+            on_event("approval", pending)
+            decision = decision_for(ledger, run_id, pending["id"])
+            while decision is None and wait:
+                await anyio.sleep(0.5)
+                decision = decision_for(ledger, run_id, pending["id"])
+            if decision is None:
+                return RunOutcome(run_id, RunStatus.waiting_approval.value, waiting=pending)
+            payload = Command(resume=decision)
+    run = ledger.get_run(run_id)
+    return RunOutcome(run_id, run.status if run else "error", verdict=result.get("verdict"))
+
+
+def start_run(job: Job, *, wait: bool = True, on_event: Event | None = None, ledger: Ledger | None = None,
+              verify: Callable[[str], dict[str, Any]] | None = None) -> RunOutcome:
+    own = ledger is None
+    ledger = ledger or Ledger.open()
+    try:
+        run = ledger.create_run(job=str(job.source or job.task), kind=job.kind, brain=job.brain, budget=job.budget.model_dump())
+        workspace = prepare_workspace(run.id, job)
+        _store_spec(ledger, run.id, job_spec(job, workspace))
+        (on_event or _quiet)("run", {"run_id": run.id})
+        return anyio.run(lambda: _drive(run.id, job, ledger, {"step": 0}, wait=wait, on_event=on_event or _quiet,
+                                        verify=verify or verify_in_process_of_its_own))
+    finally:
+        if own:
+            ledger.close()
+
+
+def resume_run(run_id: str, *, wait: bool = True, on_event: Event | None = None, ledger: Ledger | None = None,
+               verify: Callable[[str], dict[str, Any]] | None = None) -> RunOutcome:
+    own = ledger is None
+    ledger = ledger or Ledger.open()
+    try:
+        run = ledger.get_run(run_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r} in the ledger", "list runs with `assay verdicts` or `assay tui`")
+        if RunStatus(run.status).finished:
+            return RunOutcome(run_id, run.status, verdict=_last_verdict(ledger, run_id))
+        job = job_from_spec(run.spec)
+        return anyio.run(lambda: _drive(run_id, job, ledger, None, wait=wait, on_event=on_event or _quiet,
+                                        verify=verify or verify_in_process_of_its_own))
+    finally:
+        if own:
+            ledger.close()
+
+
+def decide_approval(run_id: str, decision: str, *, approval_id: str | None = None, actor: str = "cli", ledger: Ledger | None = None) -> str:
+    """Record a human's decision on a pending approval; the waiting (or resumed) run acts on it."""
+    from assay.agents.workflow import pending_approval
+
+    own = ledger is None
+    ledger = ledger or Ledger.open()
+    try:
+        if ledger.get_run(run_id) is None:
+            raise UserError(f"no run {run_id!r} in the ledger", "check the run id with `assay tui` or `assay verdicts`")
+        pending = pending_approval(ledger, run_id)
+        if pending is None or (approval_id and pending["id"] != approval_id):
+            raise UserError(f"run {run_id} has no pending approval{' ' + approval_id if approval_id else ''}", "nothing to decide")
+        req = next(e for e in ledger.approval_events(run_id) if e.key == pending["id"])
+        ledger.record_approval(run_id, key=f"{req.key}:{decision}", event=decision, request_key=req.key,
+                               fingerprint=req.fingerprint, tool=req.tool, actor=actor)
+        return req.key
+    finally:
+        if own:
+            ledger.close()
+
+
+def _store_spec(ledger: Ledger, run_id: str, spec: dict[str, Any]) -> None:
+    from sqlmodel import select
+
+    from assay.ledger import Run
+
+    with ledger.session(write=True) as s:
+        run = s.exec(select(Run).where(Run.id == run_id)).one()
+        run.spec = spec
+        s.add(run)
+
+
+def _last_verdict(ledger: Ledger, run_id: str) -> dict[str, Any] | None:
+    vs = ledger.verdicts(run_id)
+    if not vs:
+        return None
+    v = vs[-1]
+    return {"id": v.id, "run_id": v.run_id, "key": v.key, "payload": v.payload, "signature": v.signature, "row_hash": v.row_hash}
+
+
+def _quiet(kind: str, data: dict[str, Any]) -> None:
+    pass
+
+
+def elapsed(since: float) -> float:
+    return time.time() - since

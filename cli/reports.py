@@ -1,0 +1,126 @@
+"""Reports for people and pipelines: a terminal summary, JSON, JUnit XML and SARIF 2.1.0.
+
+Every report is built from the signed verdict in the ledger, never from what the agent said.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from assay import __version__
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def summary(run: dict[str, Any], verdict: dict[str, Any] | None) -> dict[str, Any]:
+    p = (verdict or {}).get("payload") or {}
+    return {
+        "run_id": run["id"],
+        "job": run.get("job"),
+        "kind": run.get("kind"),
+        "brain": run.get("brain"),
+        "status": run.get("status"),
+        "passed": bool(p.get("passed")),
+        "reasons": p.get("reasons", ["no verdict was written"] if verdict is None else []),
+        "checks": p.get("checks", []),
+        "metrics": p.get("metrics", {}),
+        "criteria": p.get("criteria"),
+        "criteria_hash": p.get("criteria_hash"),
+        "submission_hash": p.get("submission_hash"),
+        "verdict_id": (verdict or {}).get("id"),
+        "signature": (verdict or {}).get("signature"),
+        "row_hash": (verdict or {}).get("row_hash"),
+        "budget_used": run.get("budget_used", {}),
+    }
+
+
+def write_json(path: Path, reports: list[dict[str, Any]]) -> None:
+    doc = {"assay_version": __version__, "passed": all(r["passed"] for r in reports) and bool(reports), "runs": reports}
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def write_junit(path: Path, reports: list[dict[str, Any]]) -> None:
+    suites = ET.Element("testsuites", name="assay", tests=str(sum(max(1, len(r["checks"])) for r in reports)))
+    for r in reports:
+        checks = r["checks"] or [{"name": "verdict", "passed": r["passed"], "detail": "; ".join(r["reasons"])}]
+        failures = sum(1 for c in checks if not c.get("passed"))
+        suite = ET.SubElement(suites, "testsuite", name=f"{r['kind']}:{r['job']}", tests=str(len(checks)),
+                              failures=str(failures), errors="0", skipped="0")
+        props = ET.SubElement(suite, "properties")
+        for k in ("run_id", "brain", "criteria_hash", "submission_hash", "verdict_id"):
+            ET.SubElement(props, "property", name=k, value=str(r.get(k)))
+        for c in checks:
+            case = ET.SubElement(suite, "testcase", classname=f"assay.{r['kind']}", name=str(c.get("name")))
+            if not c.get("passed"):
+                f = ET.SubElement(case, "failure", message=str(c.get("detail", ""))[:1000], type=str(c.get("name")))
+                f.text = str(c.get("detail", ""))
+    ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write_sarif(path: Path, reports: list[dict[str, Any]]) -> None:
+    rules: dict[str, dict[str, Any]] = {}
+    results = []
+    for r in reports:
+        for c in r["checks"] or [{"name": "verdict", "passed": r["passed"], "detail": "; ".join(r["reasons"])}]:
+            name = str(c.get("name"))
+            rules.setdefault(name, {"id": name, "shortDescription": {"text": f"assay {r['kind']} check: {name}"}})
+            if c.get("passed"):
+                continue
+            results.append({
+                "ruleId": name,
+                "level": "error",
+                "message": {"text": str(c.get("detail") or name)},
+                "properties": {"run_id": r["run_id"], "verdict_id": r.get("verdict_id")},
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": str(r.get("job") or "job")}}}],
+            })
+    doc = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "assay", "version": __version__, "informationUri": "https://example.invalid/assay", "rules": list(rules.values())}},
+            "results": results,
+        }],
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def print_summary(console: Console, r: dict[str, Any]) -> None:
+    mark = "[bold green]PASS[/]" if r["passed"] else "[bold red]FAIL[/]"
+    console.print(f"\n{mark}  run [bold]{r['run_id']}[/] ({r['kind']}, brain {r['brain']}), verdict #{r.get('verdict_id')}")
+    for reason in r["reasons"]:
+        console.print(f"  - {reason}")
+    if r["checks"]:
+        t = Table(title="checks", show_lines=False)
+        t.add_column("check")
+        t.add_column("result")
+        t.add_column("detail", overflow="fold")
+        for c in r["checks"]:
+            t.add_row(str(c.get("name")), "[green]pass[/]" if c.get("passed") else "[red]fail[/]", str(c.get("detail", ""))[:120])
+        console.print(t)
+    speed = {k: v for k, v in r["metrics"].items() if k.startswith("speedup_vs_") and isinstance(v, (int, float))}
+    if speed:
+        console.print(speedup_chart(speed))
+    if r.get("criteria_hash"):
+        console.print(f"  criteria {str(r['criteria_hash'])[:16]}  submission {str(r.get('submission_hash'))[:16]}  row {str(r.get('row_hash'))[:16]}")
+
+
+def speedup_chart(speedups: dict[str, float], width: int = 40) -> Table:
+    """A small bar chart: each bar is the speedup, the 1.0x mark is where the baseline stands."""
+    top = max([*speedups.values(), 1.0])
+    t = Table(title="speedup (candidate vs baseline; | marks 1.0x)", show_header=False, box=None)
+    t.add_column("baseline")
+    t.add_column("bar")
+    t.add_column("x", justify="right")
+    for name, v in speedups.items():
+        n = max(0, round(v / top * width))
+        one = round(1.0 / top * width)
+        bar = "".join("|" if i == one else ("█" if i < n else " ") for i in range(width + 1))
+        color = "green" if v >= 1.0 else "red"
+        t.add_row(name.removeprefix("speedup_vs_"), f"[{color}]{bar}[/]", f"{v:.2f}x")
+    return t
