@@ -31,6 +31,7 @@ from assay.sandbox.toolchain import (
     own_workspace,
     rlimits,
     sandbox_ids,
+    tmpfs_bytes,
 )
 
 INSTALL_FIX = "install bubblewrap: sudo apt-get install -y bubblewrap (or run scripts/ensure-bwrap.sh)"
@@ -185,10 +186,14 @@ class BwrapSandbox(ResidentSandbox):
         if mode == "root":
             # Sysctl files check only "euid is root", which a root-mapped sandbox passes.
             args += ["--tmpfs", "/proc/sys", "--remount-ro", "/proc/sys"]
+        # Private scratch; tmpfs pages count against the memory cgroup, and a size cap makes a
+        # full /tmp an ENOSPC for the writer rather than an OOM kill of whatever is largest.
+        tmp_size = ["--size", str(tmpfs_bytes(self.spec))] if _supports("--size") else []
+        shm_size = ["--size", str(64 << 20)] if _supports("--size") else []
         args += [
             "--dev", "/dev",
-            "--perms", "1777", "--tmpfs", "/dev/shm",
-            "--perms", "1777", "--tmpfs", "/tmp",
+            "--perms", "1777", *shm_size, "--tmpfs", "/dev/shm",
+            "--perms", "1777", *tmp_size, "--tmpfs", "/tmp",
             "--bind", src(str(self._workspace)), self.spec.workdir,
         ]
         for host_path, dst in self.spec.ro_binds:

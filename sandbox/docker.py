@@ -33,6 +33,7 @@ from assay.sandbox.toolchain import (
     own_workspace,
     rlimits,
     sandbox_ids,
+    tmpfs_bytes,
 )
 
 IMAGE_REPO = "assay-sandbox"
@@ -186,7 +187,8 @@ class DockerSandbox(ResidentSandbox):
             mem_limit=limits.memory_mb << 20,
             memswap_limit=limits.memory_mb << 20,  # no swap: the memory limit is the limit
             nano_cpus=int(cpus * 1e9),
-            tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.memory_mb}m,mode=1777"},
+            # Counted against the memory limit; capped so a full /tmp is ENOSPC, not an OOM kill.
+            tmpfs={"/tmp": f"rw,nosuid,nodev,size={tmpfs_bytes(spec)},mode=1777"},
             ipc_mode="private",
             auto_remove=True,
             # The helper's replies go through stdout; no log driver should copy them to disk.

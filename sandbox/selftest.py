@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import tempfile
@@ -70,11 +71,16 @@ def planted(workspace: Path | None = None) -> Iterator[Host]:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
-        marker = subprocess.Popen(["/bin/sh", "-c", "sleep 300", canary], stdin=subprocess.DEVNULL)
+        # A host process carrying the canary in its command line; its own session, so the
+        # whole group (sh and its sleep) goes at the end and holds none of our pipes.
+        marker = subprocess.Popen(
+            ["/bin/sh", "-c", "sleep 300", canary],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
         try:
             yield Host(canary, secret, listener.getsockname()[1], listener, ws, marker)
         finally:
-            marker.kill()
+            os.killpg(marker.pid, signal.SIGKILL)
             marker.wait()
             listener.close()
             if old is None:

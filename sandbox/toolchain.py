@@ -133,6 +133,11 @@ def check_spec(spec: SandboxSpec) -> Path:
     return workspace.resolve()
 
 
+def tmpfs_bytes(spec: SandboxSpec) -> int:
+    """Size of the sandbox's private /tmp: half its memory (tmpfs pages are memory)."""
+    return max(16, spec.limits.memory_mb // 2) << 20
+
+
 def rlimits(spec: SandboxSpec, cgroup_limits: bool) -> dict[str, int]:
     """Per-process limits the helper sets on itself (its commands inherit them).
 
