@@ -161,6 +161,12 @@ def run(req, frames):
     total = 0
     killed = None
     truncated = False
+    # A pidfd is readable the moment the command exits: no polling, so no latency tail.
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    poll = 0.0005
 
     while True:
         if proc.poll() is not None:
@@ -172,12 +178,17 @@ def run(req, frames):
             killed = "timeout"
             break
         rlist = list(open_fds)
+        if pidfd is not None:
+            rlist.append(pidfd)
         if not frames.eof:
             rlist.append(0)
         wlist = [stdin_fd] if stdin_fd is not None else []
-        # With the pipes open we only wake for data; the short cap notices an exit whose
-        # pipes were inherited by a background process.
-        wait = min(deadline - now, 0.02)
+        wait = deadline - now
+        if pidfd is None:
+            # Without a pidfd, an exit whose pipes a background process inherited is only
+            # seen by polling; back off from 0.5 ms to 20 ms.
+            wait = min(wait, poll)
+            poll = min(poll * 2, 0.02)
         r, w, _ = select.select(rlist, wlist, [], wait)
         if w:
             try:
@@ -189,6 +200,8 @@ def run(req, frames):
                 proc.stdin.close()
                 stdin_fd = None
         for fd in r:
+            if fd == pidfd:
+                continue
             if fd == 0:
                 frames.feed()
                 if frames.eof:
@@ -212,6 +225,8 @@ def run(req, frames):
         if killed:
             break
 
+    if pidfd is not None:
+        os.close(pidfd)
     if killed:
         try:
             os.kill(-1, signal.SIGKILL)
