@@ -22,6 +22,7 @@ from assay.kernels.runner import (
     benchmark,
     build,
     inspect_task,
+    inspect_tasks,
     kernel_binds,
     quick_test,
     sandbox_path,
@@ -31,6 +32,6 @@ from assay.kernels.task import TaskInfo
 __all__ = [
     "AutotuneCache", "BenchResult", "BuildResult", "CacheEntry", "CacheKey", "CacheStore", "HarnessError",
     "LedgerStore", "LocalStore", "NoTemplate", "Plan", "SearchSpace", "TaskInfo", "Template", "TestResult",
-    "Trial", "TuneResult", "autotune", "benchmark", "build", "cache_key", "inspect_task", "kernel_binds",
+    "Trial", "TuneResult", "autotune", "benchmark", "build", "cache_key", "inspect_task", "inspect_tasks", "kernel_binds",
     "plan", "quick_test", "render", "sandbox_path",
 ]

@@ -75,6 +75,12 @@ def harness_env(sb: Sandbox) -> dict[str, str]:
 
 def call_harness(sb: Sandbox, script: str, args: list[str], *, timeout: float, env: dict | None = None) -> dict:
     """Run one harness script inside `sb`; its JSON result, or HarnessError."""
+    return call_harness_all(sb, script, args, timeout=timeout, env=env)[-1]
+
+
+def call_harness_all(sb: Sandbox, script: str, args: list[str], *, timeout: float,
+                     env: dict | None = None) -> list[dict]:
+    """Every JSON result line the script printed, in order."""
     argv = ["python", f"{HARNESS_MOUNT}/{script}", *args]
     res = sb.exec(argv, timeout=timeout, env={**harness_env(sb), **(env or {})})
     lines = [line for line in res.stdout.splitlines() if line.startswith(MARKER)]
@@ -83,7 +89,7 @@ def call_harness(sb: Sandbox, script: str, args: list[str], *, timeout: float, e
     if not lines:
         tail = (res.stderr or res.stdout)[-4000:]
         raise HarnessError("no_result", f"exit {res.exit_code}: {tail}")
-    return json.loads(lines[-1][len(MARKER):])
+    return [json.loads(line[len(MARKER):]) for line in lines]
 
 
 def _say(progress: Progress | None, msg: str, frac: float | None = None) -> None:
@@ -140,6 +146,26 @@ def inspect_task(sb: Sandbox, task: Path | str, *, timeout: float = 180, progres
     """Trace the task's Model inside the sandbox. Raises UserError when the task is broken."""
     _say(progress, f"inspecting {Path(task).name}")
     out = call_harness(sb, "inspect_task.py", [sandbox_path(sb, task)], timeout=timeout)
+    return _task_info(task, out)
+
+
+def inspect_tasks(sb: Sandbox, tasks: list[Path], *, timeout: float = 600,
+                  progress: Progress | None = None) -> list[TaskInfo | UserError]:
+    """Several tasks in one sandboxed process (one torch import): a TaskInfo or the error, per task."""
+    _say(progress, f"inspecting {len(tasks)} tasks")
+    outs = call_harness_all(sb, "inspect_task.py", [sandbox_path(sb, t) for t in tasks], timeout=timeout)
+    if len(outs) != len(tasks):
+        raise HarnessError("no_result", f"{len(outs)} results for {len(tasks)} tasks")
+    results: list[TaskInfo | UserError] = []
+    for task, out in zip(tasks, outs):
+        try:
+            results.append(_task_info(task, out))
+        except UserError as exc:
+            results.append(exc)
+    return results
+
+
+def _task_info(task: Path | str, out: dict) -> TaskInfo:
     if not out.get("ok"):
         raise UserError(f"task {Path(task).name} could not be {'imported' if out.get('error') == 'task_import' else 'traced'}: "
                         f"{out.get('detail', '')[-500:]}",

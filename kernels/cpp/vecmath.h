@@ -69,10 +69,12 @@ AI vf vsqrt(vf x) {
 }
 AI vf vrsqrt(vf x) { return 1.0f / vsqrt(x); }
 
-AI vf vexp(vf x) {
-  vf xc = vmin(vmax(x, vsplat(-87.33654f)), vsplat(88.37626f));
-  vf n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
-  vf r = xc - n * 0.693359375f;
+// exp on inputs clamped to the finite range: no inf, no NaN out. The building block of the
+// activations below, where those edge values would only cost instructions.
+AI vf vexp_clamped(vf x) {
+  x = vmin(vmax(x, vsplat(-87.33654f)), vsplat(88.37626f));
+  vf n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  vf r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   vf p = vsplat(1.9875691500E-4f);
   p = p * r + 1.3981999507E-3f;
@@ -82,11 +84,30 @@ AI vf vexp(vf x) {
   p = p * r + 5.0000001201E-1f;
   p = p * (r * r) + r + 1.0f;
   vi e = (__builtin_convertvector(n, vi) + 127) << 23;
-  vf y = p * (vf)e;
-  y = vsel(x < -87.33654f, vsplat(0.f), y);          // true underflow, as expf
-  y = vsel(x > 88.72283f, vsplat(INFINITY), y);
-  return vsel(x != x, x, y);                          // NaN stays NaN
+  return p * (vf)e;
 }
+
+// exp with expf's edges: inf above the range, NaN through.
+AI vf vexp(vf x) {
+  vf y = vexp_clamped(x);
+  y = vsel(x > 88.72283f, vsplat(INFINITY), y);
+  return vsel(x != x, x, y);
+}
+
+// 1/x by the hardware estimate plus one Newton step (~1 ulp): a fraction of a divide's cost.
+AI vf vrcp(vf x) {
+#if defined(__AVX512F__)
+  vf r = (vf)_mm512_rcp14_ps((__m512)x);
+#elif defined(__AVX__)
+  vf r = (vf)_mm256_rcp_ps((__m256)x);
+  r = r * (2.0f - x * r);
+#else
+  vf r = 1.0f / x;
+#endif
+  return r * (2.0f - x * r);
+}
+
+AI vf vnan_through(vf x, vf y) { return vsel(x != x, x, y); }
 
 AI vf vlog(vf x) {
   vf xin = x;
@@ -119,8 +140,8 @@ AI vf vlog(vf x) {
 
 AI vf vtanh(vf x) {
   vf a = vabs(x);
-  vf t = vexp(-2.0f * a);
-  vf big = (1.0f - t) / (1.0f + t);
+  vf t = vexp_clamped(-2.0f * a);
+  vf big = (1.0f - t) * vrcp(1.0f + t);
   vf z = x * x;  // |x| < 0.625: odd polynomial, no cancellation
   vf p = vsplat(-5.70498872745E-3f);
   p = p * z + 2.06390887954E-2f;
@@ -128,30 +149,30 @@ AI vf vtanh(vf x) {
   p = p * z + 1.33314422036E-1f;
   p = p * z - 3.33332819422E-1f;
   vf small = p * z * x + x;
-  return vsel(a < 0.625f, small, vcopysign(big, x));
+  return vnan_through(x, vsel(a < 0.625f, small, vcopysign(big, x)));
 }
 
-AI vf vsigmoid(vf x) { return 1.0f / (1.0f + vexp(-x)); }
+AI vf vsigmoid(vf x) { return vnan_through(x, vrcp(1.0f + vexp_clamped(-x))); }
 
 AI vf verf(vf x) {  // Abramowitz & Stegun 7.1.26, |err| < 1.5e-7
   vf a = vabs(x);
-  vf t = 1.0f / (1.0f + 0.3275911f * a);
+  vf t = vrcp(1.0f + 0.3275911f * a);
   vf p = vsplat(1.061405429f);
   p = p * t - 1.453152027f;
   p = p * t + 1.421413741f;
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
-  vf y = 1.0f - p * t * vexp(-a * a);
-  return vcopysign(y, x);
+  vf y = 1.0f - p * t * vexp_clamped(-a * a);
+  return vnan_through(x, vcopysign(y, x));
 }
 
 AI vf vgelu(vf x) { return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f)); }
 AI vf vgelu_tanh(vf x) { return 0.5f * x * (1.0f + vtanh(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
-AI vf vsilu(vf x) { return x / (1.0f + vexp(-x)); }
+AI vf vsilu(vf x) { return vnan_through(x, x * vrcp(1.0f + vexp_clamped(-x))); }
 AI vf vsoftplus(vf x, float beta, float threshold) {
   vf bx = x * beta;
-  vf soft = vlog(1.0f + vexp(bx)) / beta;
-  return vsel(bx > threshold, x, soft);
+  vf soft = vlog(1.0f + vexp_clamped(bx)) * (1.0f / beta);
+  return vnan_through(x, vsel(bx > threshold, x, soft));
 }
 AI vf vmish(vf x) { return x * vtanh(vsoftplus(x, 1.0f, 20.0f)); }
 AI vf vrelu(vf x) { return vsel(x > 0.f, x, vsplat(0.f)); }

@@ -1,6 +1,6 @@
 """Inspect a KernelBench task inside the sandbox: trace Model, print its graph as JSON.
 
-usage: python inspect_task.py TASK.py
+usage: python inspect_task.py TASK.py [TASK2.py ...]   (one JSON line per task, in order)
 
 The playbook recognises patterns from this graph (normalised ATen op names and their
 arguments), never from the task's source text. Tensor references in the graph are
@@ -271,11 +271,18 @@ def constants_from_init(task, init, nodes, inputs, torch, seed):
 
 
 def main() -> None:
+    _common.setup_threads()
+    for task_path in sys.argv[1:]:
+        try:
+            inspect_one(task_path)
+        except Exception as exc:  # one line per task, always: the host pairs them up by position
+            _common.fail("inspect", exc)
+
+
+def inspect_one(task_path: str) -> None:
     import torch
 
-    task_path = sys.argv[1]
     seed = 0
-    _common.setup_threads()
     try:
         task = _common.load_module(task_path, "assay_task")
         init, inputs = _common.make_case(task, seed)

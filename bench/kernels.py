@@ -1,0 +1,166 @@
+"""Benchmark the kernel playbook over the example suite; prints one JSON object.
+
+    python bench/kernels.py [--backend cpp|triton] [--tasks softmax,gelu] [--write-results]
+
+For each task: inspect in the sandbox, plan, autotune (cold, private cache unless --cache),
+render the winner, then time candidate vs eager vs torch.compile in ONE harness process
+(interleaved repetitions, cache flushed between them) together with a copy-bandwidth probe.
+Metrics: fast_1 (fraction of tasks correct and faster than eager), geomean speedups, and for
+memory-bound tasks (elementwise, row reductions) achieved GB/s over the copy bandwidth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _kernels_common import (  # noqa: E402
+    EXAMPLES, err, kernel_sandbox, machine, progress, subsection, suite, write_section,
+)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def run_task(sb, task: Path, backend: str, cache, reps: int, tune_budget: float | None, baselines, bar) -> dict:
+    from assay.kernels import NoTemplate, autotune, benchmark, inspect_task, plan, render
+
+    row: dict = {"task": task.stem}
+    t0 = time.time()
+    info = inspect_task(sb, task)
+    plans = plan(info, backend)
+    if isinstance(plans, NoTemplate):
+        row.update(ok=False, reason=f"no template: {plans.reason}")
+        return row
+    p = plans[0]
+    row.update(template=p.template.name, space=len(p.space))
+    bar(f"{task.stem}: autotune {len(p.space)} configs")
+    tuned = autotune(sb, task, p.template, p.space, cache, budget_s=tune_budget)
+    row.update(tune_s=round(tuned.elapsed_s, 2))
+    if not tuned.ok:
+        row.update(ok=False, reason=f"autotune: {tuned.error} {tuned.detail[:300]}")
+        return row
+    cand = Path(sb.spec.workspace) / f"{task.stem}_candidate.py"
+    cand.write_text(render(p.template, tuned.best))
+    bar(f"{task.stem}: benchmark")
+    b = benchmark(sb, task, cand, baselines=baselines, reps=reps, copy_bandwidth=True)
+    row.update(config=tuned.best, ok=b.ok, correct=b.ok, error=b.error, detail=b.detail[:300])
+    if b.seconds:
+        row.update(ms={k: round(v * 1e3, 4) for k, v in b.seconds.items()},
+                   speedup_vs_eager=b.speedup_vs_eager, speedup_vs_compile=b.speedup_vs_compile,
+                   compile_s=b.compile_s, achieved_gbps=b.achieved_gbps, copy_gbps=b.copy_gbps)
+        if p.template.kind in ("elementwise", "rowreduce"):
+            row["memory_bound"] = True
+            row["bandwidth_fraction"] = b.bandwidth_fraction
+    row["wall_s"] = round(time.time() - t0, 1)
+    return row
+
+
+def summarise(rows: list[dict], backend: str) -> dict:
+    n = len(rows)
+    fast = [r for r in rows if r.get("correct") and (r.get("speedup_vs_eager") or 0) > 1.0]
+    mem = [r["bandwidth_fraction"] for r in rows if r.get("memory_bound") and r.get("bandwidth_fraction")]
+    out = {
+        "backend": backend,
+        "tasks": n,
+        "correct": sum(1 for r in rows if r.get("correct")),
+        "fast_1": len(fast) / n if n else 0.0,
+        "geomean_speedup_vs_eager": geomean([r.get("speedup_vs_eager") for r in rows if r.get("correct")]),
+        "geomean_speedup_vs_compile": geomean([r.get("speedup_vs_compile") for r in rows if r.get("correct")]),
+        "bandwidth_fraction": {"geomean": geomean(mem), "min": min(mem) if mem else None,
+                               "tasks_at_or_above_0.7": sum(1 for x in mem if x >= 0.7), "memory_bound_tasks": len(mem)},
+        "copy_gbps_median": sorted(r["copy_gbps"] for r in rows if r.get("copy_gbps"))[len([r for r in rows if r.get("copy_gbps")]) // 2]
+        if any(r.get("copy_gbps") for r in rows) else None,
+    }
+    return out
+
+
+def markdown(summary: dict, rows: list[dict], mach: dict, seconds: float) -> str:
+    lines = [
+        f"Machine: {mach['cpu']} ({', '.join(mach['isa'])}), nproc {mach['nproc']}, torch {mach['torch']}, "
+        f"Python {mach['python']}. Backend `{summary['backend']}`; {seconds:.0f} s for the whole run "
+        "(shared 2-core machine: other work was running, so absolute times are noisy; each ratio "
+        "comes from one process with interleaved repetitions).",
+        "",
+        f"- fast_1: **{summary['fast_1']:.2f}** ({summary['correct']}/{summary['tasks']} correct)",
+        f"- geomean speedup vs eager: **{(summary['geomean_speedup_vs_eager'] or 0):.2f}x**",
+        f"- geomean speedup vs torch.compile: **{(summary['geomean_speedup_vs_compile'] or 0):.2f}x**",
+        f"- memory-bound bandwidth fraction: geomean **{(summary['bandwidth_fraction']['geomean'] or 0):.2f}**, "
+        f"min {(summary['bandwidth_fraction']['min'] or 0):.2f}, "
+        f"{summary['bandwidth_fraction']['tasks_at_or_above_0.7']}/{summary['bandwidth_fraction']['memory_bound_tasks']} "
+        f"tasks at >= 0.7 of copy bandwidth (median copy {summary['copy_gbps_median'] or 0:.1f} GB/s)",
+        "",
+        "| task | template | correct | eager ms | compile ms | ours ms | vs eager | vs compile | BW frac |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        ms = r.get("ms", {})
+        f = lambda v, d=2: "" if v is None else f"{v:.{d}f}"  # noqa: E731
+        lines.append(f"| {r['task']} | {r.get('template', '-')} | {'yes' if r.get('correct') else 'no: ' + str(r.get('reason') or r.get('detail') or '')[:60]} "
+                     f"| {f(ms.get('eager'), 3)} | {f(ms.get('compile'), 3)} | {f(ms.get('candidate'), 3)} "
+                     f"| {f(r.get('speedup_vs_eager'))} | {f(r.get('speedup_vs_compile'))} | {f(r.get('bandwidth_fraction'))} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", choices=("cpp", "triton"), default="cpp")
+    ap.add_argument("--tasks", default="", help="comma-separated task names (default: the whole suite)")
+    ap.add_argument("--sandbox", default="auto")
+    ap.add_argument("--reps", type=int, default=25)
+    ap.add_argument("--tune-budget", type=float, default=None, help="seconds per task for autotuning")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    ap.add_argument("--cache", action="store_true", help="use (and fill) the real autotune cache")
+    ap.add_argument("--write-results", action="store_true", help="update the Kernels section of bench/RESULTS.md")
+    args = ap.parse_args()
+
+    if args.backend == "triton":
+        from triton_bench import main as triton_main  # noqa: PLC0415
+
+        triton_main(args)
+        return
+
+    from assay.kernels import AutotuneCache, LocalStore
+
+    tasks = suite()
+    if args.tasks:
+        want = set(args.tasks.split(","))
+        tasks = [t for t in tasks if t.stem in want]
+    mach = machine()
+    baselines = ("eager",) if args.no_compile else ("eager", "compile")
+    rows = []
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = AutotuneCache.open() if args.cache else AutotuneCache([LocalStore(Path(tmp) / "autotune.jsonl")])
+        with kernel_sandbox(args.sandbox) as sb, progress() as prog:
+            bar = prog.add_task("kernels", total=len(tasks))
+            for task in tasks:
+                def say(msg, _bar=bar):
+                    prog.update(_bar, description=msg)
+                try:
+                    row = run_task(sb, task, args.backend, cache, args.reps, args.tune_budget, baselines, say)
+                except Exception as exc:  # one broken task must not hide the others' figures
+                    row = {"task": task.stem, "ok": False, "reason": f"{type(exc).__name__}: {exc}"[:300]}
+                rows.append(row)
+                prog.advance(bar)
+                err.print(f"{task.stem}: vs eager {row.get('speedup_vs_eager') or 0:.2f}x, vs compile "
+                          f"{row.get('speedup_vs_compile') or 0:.2f}x, bw {row.get('bandwidth_fraction') or 0:.2f}"
+                          + ("" if row.get("correct") else f"  [{row.get('reason') or row.get('detail')}]"))
+    summary = summarise(rows, args.backend)
+    seconds = time.time() - t0
+    out = {**summary, "machine": mach, "seconds": round(seconds, 1), "per_task": rows}
+    if args.write_results:
+        write_section(subsection("### Suite (cpp backend)", markdown(summary, rows, mach, seconds)))
+    print(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

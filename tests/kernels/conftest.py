@@ -1,0 +1,77 @@
+"""Kernel test plumbing: one sandbox for the session (the harness bound read-only), a build
+cache that outlives the session so reruns do not recompile, and tasks shrunk for tests."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "kernels"
+
+
+def shrunk_size(v: int) -> int:
+    # odd, not a multiple of any vector width: every tail path runs
+    return max(3, v // 32 + 3) if v > 8 else v
+
+
+def shrink(task: Path, dest: Path, name: str | None = None) -> Path:
+    """Copy a task with its module-level integer sizes made small (a verifier resizes the same way)."""
+    src = task.read_text()
+    overrides = []
+    for node in ast.parse(src).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.isupper() and isinstance(node.value, ast.Constant)
+                and type(node.value.value) is int):
+            overrides.append(f"{node.targets[0].id} = {shrunk_size(node.value.value)}")
+    out = dest / (name or task.name)
+    out.write_text(src + "\n# sizes for tests\n" + "\n".join(overrides) + "\n")
+    return out
+
+
+@pytest.fixture(scope="session")
+def _kernel_sandbox_session():
+    """(sandbox, None) or (None, why not). Opened once: every exec reuses it."""
+    try:
+        from assay.kernels import kernel_binds
+        from assay.sandbox import SandboxLimits, SandboxSpec, open_sandbox
+    except ImportError as exc:
+        yield None, f"sandbox package unavailable: {exc}"
+        return
+    cache = Path(os.environ.get("ASSAY_KERNEL_TEST_WORKSPACE") or Path(tempfile.gettempdir()) / "assay-kernel-tests")
+    cache.mkdir(parents=True, exist_ok=True)
+    tasks = cache / "tasks"
+    shutil.rmtree(tasks, ignore_errors=True)
+    tasks.mkdir()
+    limits = SandboxLimits(timeout_s=600, memory_mb=8192, pids=512, cpus=float(os.cpu_count() or 1),
+                           output_bytes=8 << 20)
+    spec = SandboxSpec(workspace=cache, limits=limits, ro_binds=kernel_binds() + ((EXAMPLES, "/examples"),))
+    try:
+        sb = open_sandbox(spec)
+    except Exception as exc:  # no backend here: the tests that need one skip (or fail in CI)
+        yield None, f"no sandbox backend: {exc}"
+        return
+    try:
+        yield sb, None
+    finally:
+        sb.close()
+
+
+@pytest.fixture
+def ksb(_kernel_sandbox_session, need):
+    sb, why = _kernel_sandbox_session
+    need(sb is not None, why or "")
+    return sb
+
+
+@pytest.fixture
+def task_dir(ksb, tmp_path_factory) -> Path:
+    """A fresh folder inside the sandbox's workspace for this test's task and candidate files."""
+    d = Path(tempfile.mkdtemp(dir=Path(ksb.spec.workspace) / "tasks"))
+    os.chmod(d, 0o777)  # the sandbox user writes build logs next to candidates
+    return d

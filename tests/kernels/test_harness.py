@@ -1,0 +1,91 @@
+"""The harness's JSON contracts, as the MCP tools and the verifier will read them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from assay.errors import UserError
+from assay.kernels import benchmark, build, inspect_task, plan, render
+from assay.kernels.runner import call_harness, sandbox_path
+
+from .conftest import EXAMPLES, shrink
+
+
+def test_inspect_reports_normalised_graph_not_source(ksb, task_dir):
+    task = shrink(EXAMPLES / "scale_clamp_mul.py", task_dir)
+    info = inspect_task(ksb, task)
+    assert [n["op"] for n in info.nodes] == ["mul", "clamp", "mul"]
+    assert info.nodes[0]["args"] == {"input": "%in0", "other": 1.5}
+    assert info.nodes[2]["args"]["other"] == "%p0"          # the multiplier, by position not by name
+    assert info.inputs == [{"shape": [3, 5, 5, 5], "dtype": "float32"}]
+    assert info.params == [{"name": "multiplier", "shape": [5, 1, 1], "dtype": "float32", "parameter": True}]
+    assert info.init_signature == ["channels", "scale", "clamp_min", "clamp_max"]
+    assert info.forward_signature == ["x"]
+    recipe = info.init_recipe
+    assert recipe["replays"] and recipe["steps"] == [{"param": "multiplier", "shape": [5, 1, 1], "init": "randn"}]
+    # sizes and constants traced back to the constructor arguments that set them
+    assert recipe["symbols"] == {"0.shape.0": 0}
+    assert recipe["constants"] == {"0.other": 1, "1.min": 2, "1.max": 3}
+    assert info.device["kind"] == "cpu" and info.device["threads"] >= 1
+    raw = json.dumps(info.raw)
+    assert "clamp_min" not in json.dumps(info.graph) and "self." not in raw
+
+
+def test_inspect_of_a_broken_task_is_a_user_error(ksb, task_dir):
+    bad = task_dir / "broken.py"
+    bad.write_text("import torch\nraise RuntimeError('no')\n")
+    with pytest.raises(UserError) as exc:
+        inspect_task(ksb, bad)
+    assert "could not be imported" in exc.value.problem
+
+
+def test_build_failure_carries_the_compiler_log(ksb, task_dir):
+    task = shrink(EXAMPLES / "silu.py", task_dir)
+    p = plan(inspect_task(ksb, task))[0]
+    src = render(p.template, p.space.configs[0]).replace("vsilu(x0)", "vsilu_missing(x0)")
+    cand = task_dir / "bad_candidate.py"
+    cand.write_text(src)
+    res = build(ksb, cand)
+    assert not res.ok and res.error == "build"
+    assert "vsilu_missing" in res.detail
+
+
+def test_build_test_bench_tune_contracts(ksb, task_dir):
+    task = shrink(EXAMPLES / "softmax.py", task_dir)
+    p = plan(inspect_task(ksb, task))[0]
+    cand = task_dir / "candidate.py"
+    cand.write_text(render(p.template, p.space.configs[:3], selected=1))
+
+    b = build(ksb, cand)
+    assert b.ok and b.variants == 3 and b.seconds > 0
+
+    out = call_harness(ksb, "run.py", ["test", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--seeds", "0,1,2"],
+                       timeout=300)
+    assert out["ok"] is True and [t["seed"] for t in out["trials"]] == [0, 1, 2]
+    assert set(out["trials"][0]) >= {"ok", "max_abs_err", "mismatched", "reason"}
+
+    res = benchmark(ksb, task, cand, baselines=("eager",), reps=3, warmup=1, copy_bandwidth=True)
+    assert res.ok, (res.error, res.detail)
+    assert set(res.seconds) == {"candidate", "eager"} and all(v > 0 for v in res.seconds.values())
+    assert res.speedup_vs_eager > 0 and res.speedup_vs_compile is None
+    assert res.copy_gbps > 0 and res.bandwidth_fraction > 0
+    assert res.bytes == 2 * 4 * 131 * 35                        # input + output of the shrunk softmax
+
+    out = call_harness(ksb, "run.py", ["tune", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--variants", "2,0",
+                                       "--reps", "2"], timeout=300)
+    assert [r["variant"] for r in out["results"]] == [2, 0]
+    for r in out["results"]:
+        assert r["ok"] and r["median_s"] > 0 and r["done_unix"] >= out["started_unix"]
+
+
+def test_bench_flags_a_wrong_candidate(ksb, task_dir):
+    task = shrink(EXAMPLES / "gelu.py", task_dir)
+    p = plan(inspect_task(ksb, task))[0]
+    # a candidate that computes the tanh approximation instead of exact GELU
+    src = render(p.template, p.space.configs[0]).replace("vgelu(x0)", "vgelu_tanh(x0)")
+    cand = task_dir / "wrong.py"
+    cand.write_text(src)
+    res = benchmark(ksb, task, cand, baselines=(), reps=2, warmup=1)
+    assert not res.ok and res.error == "incorrect" and "elements off" in res.detail

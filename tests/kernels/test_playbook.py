@@ -1,0 +1,111 @@
+"""The playbook's choices: which template, over which space, and an honest "no template"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assay.kernels import NoTemplate, TaskInfo, inspect_task, plan
+from assay.kernels.patterns import recognise
+
+
+def info(nodes, inputs, params=(), output=None, replays=True, steps=None):
+    return TaskInfo.from_json(Path("synthetic.py"), {
+        "graph": {"nodes": nodes, "output": output or [f"%n{len(nodes) - 1}"]},
+        "inputs": list(inputs), "params": list(params), "init_inputs": [], "init_signature": [],
+        "forward_signature": ["x"], "device": {"model": "test", "capability": "AVX2", "threads": 2},
+        "init_recipe": {"steps": steps if steps is not None else [], "replays": replays, "symbols": {}, "constants": {}},
+    })
+
+
+X = {"shape": [64, 128], "dtype": "float32"}
+
+
+def test_conv_has_no_template_and_says_why():
+    conv = {"op": "conv2d", "args": {"input": "%in0", "weight": "%p0"}, "shape": [1, 8, 30, 30], "dtype": "float32"}
+    res = plan(info([conv], [{"shape": [1, 3, 32, 32], "dtype": "float32"}],
+                    [{"name": "w", "shape": [8, 3, 3, 3], "dtype": "float32", "parameter": True}]))
+    assert isinstance(res, NoTemplate) and "conv2d" in res.reason
+
+
+def test_other_dtypes_have_no_template():
+    node = {"op": "relu", "args": {"input": "%in0"}, "shape": [64, 128], "dtype": "float16"}
+    res = plan(info([node], [{"shape": [64, 128], "dtype": "float16"}]))
+    assert isinstance(res, NoTemplate) and "float16" in res.reason
+
+
+def test_unreproducible_init_has_no_template():
+    node = {"op": "add", "args": {"input": "%in0", "other": "%p0", "alpha": 1}, "shape": [64, 128], "dtype": "float32"}
+    res = plan(info([node], [X], [{"name": "b", "shape": [128], "dtype": "float32", "parameter": True}], replays=False))
+    assert isinstance(res, NoTemplate) and "initialisation" in res.reason
+
+
+def test_softmax_over_a_middle_dim_is_declined():
+    node = {"op": "softmax", "args": {"input": "%in0", "dim": 0, "dtype": None}, "shape": [64, 128], "dtype": "float32"}
+    res = plan(info([node], [X]))
+    assert isinstance(res, NoTemplate) and "dim 0" in res.reason
+
+
+def test_broadcast_over_a_middle_dim_is_declined():
+    x = {"shape": [4, 8, 16], "dtype": "float32"}
+    y = {"shape": [4, 1, 16], "dtype": "float32"}
+    node = {"op": "mul", "args": {"input": "%in0", "other": "%in1"}, "shape": [4, 8, 16], "dtype": "float32"}
+    res = plan(info([node], [x, y]))
+    assert isinstance(res, NoTemplate) and "middle dimension" in res.reason
+
+
+def test_elementwise_chain_leaf_kinds():
+    x = {"shape": [4, 8, 16], "dtype": "float32"}
+    nodes = [
+        {"op": "mul", "args": {"input": "%in0", "other": "%p0"}, "shape": [4, 8, 16], "dtype": "float32"},
+        {"op": "add", "args": {"input": "%n0", "other": "%p1", "alpha": 1}, "shape": [4, 8, 16], "dtype": "float32"},
+        {"op": "gelu", "args": {"input": "%n1", "approximate": "tanh"}, "shape": [4, 8, 16], "dtype": "float32"},
+    ]
+    params = [{"name": "s", "shape": [8, 1], "dtype": "float32", "parameter": True},
+              {"name": "b", "shape": [16], "dtype": "float32", "parameter": True}]
+    pat = recognise(info(nodes, [x], params))
+    assert pat.kind == "elementwise"
+    kinds = [(leaf["ref"], leaf["kind"]) for leaf in pat.spec["chain"]["leaves"]]
+    assert kinds == [("%in0", "full"), ("%p0", "row"), ("%p1", "tail")]
+    assert [op["fn"] for op in pat.spec["chain"]["ops"]] == ["mul", "add", "gelu"]
+
+
+def test_rmsnorm_written_out_is_a_row_reduction():
+    nodes = [
+        {"op": "pow", "args": {"input": "%in0", "exponent": 2}, "shape": [64, 128], "dtype": "float32"},
+        {"op": "mean", "args": {"input": "%n0", "dim": [-1], "keepdim": True, "dtype": None}, "shape": [64, 1], "dtype": "float32"},
+        {"op": "add", "args": {"input": "%n1", "other": 1e-6, "alpha": 1}, "shape": [64, 1], "dtype": "float32"},
+        {"op": "rsqrt", "args": {"input": "%n2"}, "shape": [64, 1], "dtype": "float32"},
+        {"op": "mul", "args": {"input": "%in0", "other": "%n3"}, "shape": [64, 128], "dtype": "float32"},
+        {"op": "mul", "args": {"input": "%n4", "other": "%p0"}, "shape": [64, 128], "dtype": "float32"},
+    ]
+    pat = recognise(info(nodes, [X], [{"name": "w", "shape": [128], "dtype": "float32", "parameter": True}]))
+    assert pat.kind == "rowreduce" and pat.spec["op"] == "rms_norm" and pat.spec["weight"] == "%p0"
+    assert pat.spec["consts"] == [{"value": 1e-6, "path": "2.other"}]
+    # mean over a different dim is not RMSNorm
+    nodes[1] = {**nodes[1], "args": {**nodes[1]["args"], "dim": [0]}}
+    assert isinstance(plan(info(nodes, [X], [{"name": "w", "shape": [128], "dtype": "float32", "parameter": True}])),
+                      NoTemplate)
+
+
+def test_linear_epilogue_starts_with_the_bias():
+    nodes = [
+        {"op": "linear", "args": {"input": "%in0", "weight": "%p0", "bias": "%p1"}, "shape": [64, 32], "dtype": "float32"},
+        {"op": "relu", "args": {"input": "%n0"}, "shape": [64, 32], "dtype": "float32"},
+    ]
+    params = [{"name": "l.weight", "shape": [32, 128], "dtype": "float32", "parameter": True},
+              {"name": "l.bias", "shape": [32], "dtype": "float32", "parameter": True}]
+    pat = recognise(info(nodes, [X], params))
+    assert pat.kind == "matmul" and pat.spec["layout"] == "nk"
+    chain = pat.spec["chain"]
+    assert chain["ops"] == [{"fn": "add", "x": ["A", "L0"], "attr": {}}, {"fn": "relu", "x": ["V0"], "attr": {}}]
+    assert chain["leaves"][0]["ref"] == "%p1" and chain["leaves"][0]["kind"] == "tail" and chain["out"] == "V1"
+
+
+def test_a_real_task_without_template_ends_in_no_candidate(ksb, task_dir):
+    task = task_dir / "cumsum.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\nN = 33\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.cumsum(x, dim=1)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(N, N)]\n\n\ndef get_init_inputs():\n    return []\n")
+    res = plan(inspect_task(ksb, task))
+    assert isinstance(res, NoTemplate) and "cumsum" in res.reason
