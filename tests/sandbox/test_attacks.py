@@ -330,12 +330,19 @@ def test_no_privilege_to_regain(hostile):
 
 def test_fork_bomb(hostile):
     marker = "bomb-" + secrets.token_hex(4)
-    for bomb in [["/bin/bash", "-c", "b(){ b|b& }; b", marker],
+    # The classic bash bomb, its shell kept in the foreground (else it exits at once and the
+    # helper's end-of-exec kill ends the bomb before it reaches the limit), and a Python one.
+    for bomb in [["/bin/bash", "-c", "b(){ b|b& }; b; while :; do sleep 1; done", marker],
                  py("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", marker)]:
         r = hostile.run(bomb)
         assert r.killed == "pids", (r.killed, r.exit_code, r.stderr[-300:])
         assert host_responsive() < 1.0
         assert host_processes_with(marker) == []
+    # Fire and forget: the shell exits at once, the bomb must still die with the exec.
+    hostile.run(["/bin/bash", "-c", "b(){ b|b& }; b", marker])
+    assert host_processes_with(marker) == []
+    r = hostile.run(py("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))"))
+    assert int(r.stdout) <= 2
     assert hostile.run("echo ok").stdout == "ok\n"
 
 

@@ -57,3 +57,33 @@ def test_cli_check_all_exits_0(need):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "self-test: docker" in r.stdout and "self-test: bwrap" in r.stdout
     assert "FAIL" not in r.stdout and "all checks passed" in r.stdout
+
+
+def test_prune_removes_orphans_only(need, tmp_path):
+    from assay.sandbox import cgroups
+    from assay.sandbox.docker import LABEL, availability, client, ensure_image
+
+    ok, detail = availability()
+    need(ok, f"docker unavailable: {detail}")
+    api = client().api
+    image = ensure_image(65534, 65534)
+    dead = api.create_container(image, command=["/x"], labels={LABEL: "1", "assay.owner-pid": "999999999"})["Id"]
+    alive = api.create_container(image, command=["/x"], labels={LABEL: "1", "assay.owner-pid": str(os.getpid())})["Id"]
+    try:
+        stale = None
+        kind, _ = cgroups.support()
+        if kind:
+            cg = cgroups.Cgroup.create(64, 16, 1.0)
+            stale = cg.dirs  # empty, owner gone: what a killed assay process leaves
+        r = subprocess.run([sys.executable, "-m", "assay", "sandbox", "prune"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        ids = {c["Id"] for c in api.containers(all=True)}
+        assert dead not in ids and alive in ids
+        if stale:
+            assert not any(d.exists() for d in stale)
+    finally:
+        for cid in (dead, alive):
+            try:
+                api.remove_container(cid, force=True)
+            except Exception:
+                pass

@@ -187,3 +187,27 @@ def test_no_container_or_cgroup_left_after_close(make_sandbox, backend):
         sb.close()
         assert not any(d.exists() for d in dirs)
         assert subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode != 0
+
+
+def _freeze(sandbox, backend) -> None:
+    """Stop every process of the sandbox from the host: a helper that never answers."""
+    if backend == "docker":
+        import docker
+
+        docker.from_env().api.pause(sandbox._cid)
+    else:
+        for pid in sandbox._cgroup.pids():
+            os.kill(pid, signal.SIGSTOP)
+
+
+def test_host_deadline_holds_when_the_helper_hangs(sandbox, backend):
+    """The helper is untrusted: if it stops answering, the host kills the sandbox on its own clock."""
+    if backend == "bwrap" and sandbox._cgroup is None:
+        pytest.skip("needs the sandbox's cgroup to find its processes")
+    _freeze(sandbox, backend)
+    t0 = time.monotonic()
+    r = sandbox.exec("echo never", timeout=1)
+    took = time.monotonic() - t0
+    assert r.killed == "timeout" and "no answer" in r.stderr
+    assert took <= 1.0 + SLACK_S
+    assert sandbox.exec("echo fresh").stdout == "fresh\n" and sandbox.starts == 2
