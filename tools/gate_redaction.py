@@ -2,13 +2,21 @@
 
 Tool results, structured output and error messages alike pass through the run's redactor,
 so a secret reaches neither the model nor the MCP client, even when a tool failed.
+
+A result's text is often JSON (the registry serializes structured output that way), and
+JSON escapes what a secret may contain: a quote becomes `\\"`, a backslash `\\\\`, a non-ASCII
+letter `\\u00e4`. Scanning only the escaped text would miss such a secret, so JSON text is
+redacted as the value it decodes to, and re-serialized when anything was hidden.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from assay.tools.seam import Handler, ToolCall, ToolOutcome
+
+_NOT_JSON = object()
 
 
 class Redaction:
@@ -20,7 +28,31 @@ class Redaction:
             outcome = await self.inner(call)
         except Exception as exc:  # the message of an unexpected failure may carry a secret too
             outcome = ToolOutcome(text=f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
-        outcome.text = self.redact_text(outcome.text)
-        if outcome.structured is not None:
-            outcome.structured = self.redact_json(outcome.structured)
+        raw = outcome.structured
+        if raw is not None:
+            outcome.structured = self.redact_json(raw)
+        outcome.text = self._text(outcome.text, raw, outcome.structured)
         return outcome
+
+    def _text(self, text: str, raw_structured: Any, structured: Any) -> str:
+        decoded = _json_view(text)
+        if decoded is _NOT_JSON:
+            return self.redact_text(text)
+        if raw_structured is not None and decoded == raw_structured:
+            redacted = structured  # the text is the structured result: redact it once
+        else:
+            redacted = self.redact_json(decoded)
+        if redacted == decoded:
+            return self.redact_text(text)
+        # The same layout the registry writes (one-space indent, ASCII escapes).
+        return self.redact_text(json.dumps(redacted, indent=1))
+
+
+def _json_view(text: str) -> Any:
+    head = text.lstrip()[:1]
+    if head not in ('{', '[', '"'):
+        return _NOT_JSON
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
