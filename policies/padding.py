@@ -11,26 +11,44 @@ import json
 import math
 from typing import Any, Callable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 PAD_KEY = "assay/padding"
 
 
+# A ceiling or quantum is a wait the gateway will honour: an infinite or NaN one would hold
+# every result forever (or, NaN, silently not at all).
+MAX_WAIT_S = 3600.0
+
+
 class PaddingPolicy(BaseModel):
     enabled: bool = False
-    size_bucket: int = Field(4096, ge=256, description="pad every message up to a multiple of this many bytes")
-    time_quantum_s: float = Field(0.25, gt=0, description="release results at the next multiple of this")
+    size_bucket: int = Field(4096, ge=256, le=1 << 24, description="pad every message up to a multiple of this many bytes")
+    time_quantum_s: float = Field(
+        0.25, gt=0, le=MAX_WAIT_S, allow_inf_nan=False, description="release results at the next multiple of this"
+    )
     # A fixed release time per tool; calls finishing later are released at the next quantum
     # after the ceiling and counted as ceiling overruns (a leak an operator should see).
     ceilings_s: dict[str, float] = Field(default_factory=dict)
-    default_ceiling_s: float | None = None
+    default_ceiling_s: float | None = Field(None, ge=0, le=MAX_WAIT_S, allow_inf_nan=False)
+
+    @field_validator("ceilings_s")
+    @classmethod
+    def _finite_ceilings(cls, value: dict[str, float]) -> dict[str, float]:
+        for tool, seconds in value.items():
+            if not math.isfinite(seconds) or not 0 <= seconds <= MAX_WAIT_S:
+                raise ValueError(f"ceiling for {tool!r} must be between 0 and {MAX_WAIT_S:g} seconds, got {seconds!r}")
+        return value
 
     def padded_size(self, n: int) -> int:
         return max(1, math.ceil(n / self.size_bucket)) * self.size_bucket
 
+    def ceiling_for(self, tool: str) -> float | None:
+        return self.ceilings_s.get(tool, self.default_ceiling_s)
+
     def release_after(self, tool: str, elapsed_s: float) -> tuple[float, bool]:
         """Seconds since the call started at which its result may leave; and whether it overran."""
-        ceiling = self.ceilings_s.get(tool, self.default_ceiling_s)
+        ceiling = self.ceiling_for(tool)
         if ceiling is not None and elapsed_s <= ceiling:
             return ceiling, False
         start = ceiling or 0.0

@@ -20,12 +20,15 @@ class Padding:
         self.inner, self.policy, self.clock = inner, policy, clock
 
     async def __call__(self, call: ToolCall) -> ToolOutcome:
+        # The audit stamps the arrival time; without it (padding used on its own) the clock
+        # starts here, not at 0, which would make every call look like a ceiling overrun.
+        started = call.started_ns or self.clock()
         outcome = await self.inner(call)
         if not self.policy.enabled:
             return outcome
-        elapsed = (self.clock() - call.started_ns) / 1e9
+        elapsed = (self.clock() - started) / 1e9
         release, overran = self.policy.release_after(call.name, elapsed)
-        if overran:
-            outcome.meta["padding_overrun_s"] = round(elapsed - release, 4)
-        await anyio.sleep(max(0.0, release - (self.clock() - call.started_ns) / 1e9))
+        if overran:  # how far past its ceiling the tool ran: the part padding could not hide
+            outcome.meta["padding_overrun_s"] = round(elapsed - (self.policy.ceiling_for(call.name) or 0.0), 4)
+        await anyio.sleep(max(0.0, release - (self.clock() - started) / 1e9))
         return outcome
