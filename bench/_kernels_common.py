@@ -95,6 +95,13 @@ def subsection(existing_heading: str, body: str) -> str:
     return "\n\n".join(parts[h] for h in order)
 
 
+def geomean(xs):
+    import math
+
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
 def die(msg: str) -> None:
     err.print(f"[red]{msg}[/red]")
     sys.exit(2)

@@ -33,8 +33,9 @@ def _sym(symbols: dict, key: str, literal):
     return f"_init[{i}]" if i is not None else repr(literal)
 
 
-def init_lines(info, consts: list[dict]) -> list[str]:
-    """Statements of ModelNew.__init__ after super().__init__()."""
+def init_lines(info, consts: list[dict], as_list: bool = False) -> list[str]:
+    """Statements of ModelNew.__init__ after super().__init__(). The kernel's runtime constants
+    become self._k: a ctypes float array (cpp) or a list (triton, `as_list`)."""
     recipe = info.init_recipe
     symbols = recipe.get("symbols", {})
     lines = []
@@ -72,7 +73,10 @@ def init_lines(info, consts: list[dict]) -> list[str]:
             lines.append(f"self.{step['param']} = nn.Parameter({expr})")
     cmap = recipe.get("constants", {})
     vals = [f"float(_init[{cmap[c['path']]}])" if c.get("path") in cmap else repr(float(c["value"])) for c in consts]
-    lines.append(f"self._k = (ctypes.c_float * {max(1, len(vals))})({', '.join(vals)})")
+    if as_list:
+        lines.append(f"self._k = [{', '.join(vals) or '0.0'}]")
+    else:
+        lines.append(f"self._k = (ctypes.c_float * {max(1, len(vals))})({', '.join(vals)})")
     return lines
 
 

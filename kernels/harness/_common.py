@@ -82,6 +82,36 @@ def device() -> dict:
     }
 
 
+def prepare_backend() -> None:
+    """Without a GPU, Triton kernels run under its interpreter (correctness only). Must happen
+    before a candidate imports triton; harmless for C++ candidates."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def device_for(candidate) -> str:
+    """Where a candidate runs: Triton on the GPU when there is one, everything else on the CPU."""
+    import torch
+
+    if getattr(candidate, "ASSAY_BACKEND", "cpp") == "triton" and torch.cuda.is_available():
+        return "cuda"
+    return "cpu"
+
+
+def interpreted(candidate) -> bool:
+    return getattr(candidate, "ASSAY_BACKEND", "cpp") == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def to_device(objs, device: str):
+    import torch
+
+    if device == "cpu":
+        return objs
+    return [o.to(device) if isinstance(o, (torch.Tensor, torch.nn.Module)) else o for o in objs]
+
+
 def make_case(task, seed: int):
     """Reference model, candidate inputs and init inputs for one seed (KernelBench order)."""
     import torch
@@ -128,23 +158,28 @@ def compare(expected, actual, atol: float, rtol: float) -> dict:
 class Flusher:
     """Evicts the last-level cache between repetitions so each one starts from memory."""
 
-    def __init__(self, mbytes: int = 64):
+    def __init__(self, mbytes: int = 64, device: str = "cpu"):
         import torch
 
-        self.buf = torch.empty(mbytes << 20, dtype=torch.uint8)
+        self.buf = torch.empty(mbytes << 20, dtype=torch.uint8, device=device)
         self.k = 0
+        self.sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def __call__(self) -> None:
         self.k = (self.k + 1) & 0x7F
         self.buf.fill_(self.k)
+        self.sync()
 
 
 def time_interleaved(fns: dict, args, reps: int, warmup: int, flush: Flusher | None, budget_s: float | None = None):
-    """Median seconds per call of each fn, measured round-robin so machine noise hits all alike."""
+    """Median seconds per call of each fn, measured round-robin so machine noise hits all alike.
+    On a GPU the clock stops after a device synchronise, so queued work is counted."""
+    sync = flush.sync if flush is not None else (lambda: None)
     names = list(fns)
     for _ in range(warmup):
         for n in names:
             fns[n](*args)
+    sync()
     samples: dict[str, list[float]] = {n: [] for n in names}
     start = _perf()
     for r in range(reps):
@@ -154,6 +189,7 @@ def time_interleaved(fns: dict, args, reps: int, warmup: int, flush: Flusher | N
                 flush()
             t0 = _perf()
             fns[n](*args)
+            sync()
             samples[n].append(_perf() - t0)
         if budget_s is not None and r >= 2 and _perf() - start > budget_s:
             break
