@@ -9,10 +9,17 @@ these arguments. Placeholders are restored only for tools whose capability allow
 from __future__ import annotations
 
 import dataclasses
+from contextvars import ContextVar
 from typing import Any, Callable, Protocol
 
 from assay.policies.capabilities import Decision
 from assay.tools.seam import Handler, ToolCall, ToolOutcome, error
+
+
+# The decision on the call in flight in this task. The audit wrapper reads it when a call is
+# interrupted after it was decided (a client cancelling during the tool or the padding hold),
+# so the ledger still shows the decision that let the call run.
+current_decision: ContextVar[Decision | None] = ContextVar("assay_current_decision", default=None)
 
 
 class Approvals(Protocol):
@@ -45,6 +52,7 @@ class PolicyCheck:
             elif status == "denied":
                 decision = dataclasses.replace(decision, effect="deny", reason=f"a human denied this call ({decision.reason})")
         self.record(call, decision)
+        current_decision.set(decision)
         if decision.effect == "deny":
             return _stamp(error(decision.reason, denied=True, rule=decision.rule), decision)
         if decision.effect == "approve":
