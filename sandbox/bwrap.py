@@ -2,9 +2,12 @@
 
 One long-lived `bwrap` per sandbox runs the helper as PID 1 of fresh user, mount, PID,
 network, IPC, UTS and cgroup namespaces. When this process can create cgroups (root here),
-bwrap is started inside a new cgroup with memory, pids and CPU limits (a tiny /bin/sh
-joins it and execs bwrap, so nothing runs before the limits hold). Otherwise the helper
-falls back to rlimits, which `assay sandbox check` reports as weaker containment.
+bwrap is started inside a new cgroup with memory, pids and CPU limits, joined before bwrap
+runs so nothing escapes them. Otherwise the helper falls back to rlimits, which
+`assay sandbox check` reports as weaker containment.
+
+Started by root, bwrap goes through launcher.py, which drops to nobody first: commands then
+run as host uid 65534, not as a capability-less host root (see launcher.py for why).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=None)
 def _supports(flag: str) -> bool:
     path = bwrap_path()
     if not path:
@@ -127,8 +130,17 @@ def availability() -> tuple[bool, str]:
     return True, f"{version or 'bubblewrap'} at {path}; {_mode()[2]}"
 
 
+_usable: list[str] = []  # bwrap paths that have worked in this process
+
+
 def require() -> str:
+    """bwrap's path, or a UserError naming the fix. A success is remembered (cold starts stay cheap)."""
+    path = bwrap_path()
+    if path and path in _usable:
+        return path
     ok, detail = availability()
+    if ok and path:
+        _usable.append(path)
     if not ok:
         if not bwrap_path():
             raise UserError("bubblewrap (bwrap) is not installed", INSTALL_FIX.removeprefix("install bubblewrap: "))

@@ -211,3 +211,31 @@ def test_host_deadline_holds_when_the_helper_hangs(sandbox, backend):
     assert r.killed == "timeout" and "no answer" in r.stderr
     assert took <= 1.0 + SLACK_S
     assert sandbox.exec("echo fresh").stdout == "fresh\n" and sandbox.starts == 2
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="the root-mapped fallback is bwrap started by root")
+def test_bwrap_root_mapped_fallback_hides_sysctls(workspace, monkeypatch, need):
+    """Where root cannot drop to nobody (no unprivileged user namespaces), bwrap maps the
+    sandbox to host root; then /proc/sys, whose files check only "euid is root", is hidden."""
+    from assay.sandbox import bwrap
+    from assay.sandbox.base import SandboxSpec
+
+    ok, detail = bwrap.availability()
+    need(ok, f"bwrap unavailable: {detail}")
+
+    monkeypatch.setattr(bwrap, "_mode", lambda: ("root", 0, "weaker: forced by this test"))
+    sb = bwrap.BwrapSandbox(SandboxSpec(workspace=workspace, limits=TIGHT))
+    try:
+        code = (
+            "import os\nbad = []\n"
+            "for p in ['/proc/sys/vm/drop_caches', '/proc/sys/kernel/panic', '/proc/sys/kernel/core_pattern']:\n"
+            "    try:\n        os.close(os.open(p, os.O_WRONLY)); bad.append(p)\n    except OSError: pass\n"
+            "print(bad, os.listdir('/proc/sys'))\n"
+        )
+        r = sb.exec(py(code))
+        assert r.stdout.strip() == "[] []", r.stdout + r.stderr
+        assert "weaker" in sb.containment
+        assert sb.exec("echo hi > f && cat f").stdout == "hi\n"  # the workspace still works
+        assert (workspace / "f").stat().st_uid == 0
+    finally:
+        sb.close()
