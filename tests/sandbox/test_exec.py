@@ -239,3 +239,20 @@ def test_bwrap_root_mapped_fallback_hides_sysctls(workspace, monkeypatch, need):
         assert (workspace / "f").stat().st_uid == 0
     finally:
         sb.close()
+
+
+def test_cpu_limit_caps_cpu_time(make_sandbox):
+    """A busy loop for 2 s of wall time under cpus=0.25 gets about 0.5 CPU-seconds.
+
+    Unlimited it would get up to 2 (1 on this shared, loaded machine), so the bound tells.
+    """
+    sb = make_sandbox(limits=SandboxLimits(timeout_s=20, memory_mb=256, pids=64, cpus=0.25, output_bytes=4096))
+    code = (
+        "import os, time\n"
+        "end = time.monotonic() + 2\n"
+        "while time.monotonic() < end: pass\n"
+        "t = os.times(); print(t.user + t.system)\n"
+    )
+    r = sb.exec(py(code), timeout=20)
+    assert r.ok, r.stderr
+    assert float(r.stdout) <= 0.25 * 2 + 0.25, r.stdout
