@@ -85,13 +85,13 @@ async def one_step(agent: Agent, history: list, prompt: str, limits: UsageLimits
         node = run.next_node
         while True:
             if isinstance(node, End):
-                return run.all_messages(), str(node.data.output), run.usage()
+                return run.all_messages(), str(node.data.output), run.usage
             if isinstance(node, CallToolsNode):
                 nxt = await run.next(node)
                 if isinstance(nxt, End):
-                    return run.all_messages(), str(nxt.data.output), run.usage()
+                    return run.all_messages(), str(nxt.data.output), run.usage
                 if isinstance(nxt, ModelRequestNode):
-                    return run.all_messages() + [nxt.request], None, run.usage()
+                    return run.all_messages() + [nxt.request], None, run.usage
                 node = nxt
                 continue
             node = await run.next(node)

@@ -58,6 +58,7 @@ class ToolSpec:
 class Registry:
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._binds: dict[str, Callable[[], tuple]] = {}
 
     def register(self, spec: ToolSpec) -> ToolSpec:
         if spec.name in self._tools and self._tools[spec.name].fn is not spec.fn:
@@ -96,6 +97,13 @@ class Registry:
 
     def for_kind(self, kind: str | None) -> list[ToolSpec]:
         return [t for t in self._tools.values() if "*" in t.kinds or (kind is not None and kind in t.kinds)]
+
+    def register_binds(self, kind: str, binds: Callable[[], tuple]) -> None:
+        """Read-only host paths a kind's tools need inside the run's sandbox (e.g. a harness)."""
+        self._binds[kind] = binds
+
+    def binds_for(self, kind: str | None) -> tuple:
+        return tuple(self._binds[kind]()) if kind in self._binds else ()
 
     def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
@@ -148,6 +156,7 @@ def default_registry() -> Registry:
     """The registry with every shipped tool imported (imports register them)."""
     from assay.tools import exec as _exec  # noqa: F401
     from assay.tools import files as _files  # noqa: F401
+    from assay.tools import kernel as _kernel  # noqa: F401
     from assay.tools import submit as _submit  # noqa: F401
 
     return registry

@@ -120,9 +120,9 @@ class Session:
         self.run_id = self._bind_run()
         self.redactor = Redactor.for_run(os.environ, key_files=cfg.key_files)
         self.policy = CapabilityPolicy(self.manifest, counts=self._counts())
-        self.pool = SandboxPool(cfg.sandbox_backend)
-        self.spec = SandboxSpec(workspace=self.workspace, limits=default_limits())
         self.registry = registry or default_registry()
+        self.pool = SandboxPool(cfg.sandbox_backend)
+        self.spec = SandboxSpec(workspace=self.workspace, limits=default_limits(), ro_binds=self.registry.binds_for(cfg.kind))
         self._progress: dict[str, Progress] = {}
         self.tools: dict[str, ToolSpec] = {t.name: t for t in self.registry.for_kind(cfg.kind)}
         ctx = ToolContext(
