@@ -20,10 +20,11 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from assay.cli import ledger, mcp, policy, run, sandbox
+    from assay.cli import ledger, mcp, policy, run, sandbox, tui
 
     run.register(app)
     app.command(name="mcp")(mcp.mcp)
+    app.command("tui")(tui.tui)
     app.add_typer(sandbox.app, name="sandbox")
     app.add_typer(ledger.app, name="ledger")
     app.add_typer(policy.app, name="policy")

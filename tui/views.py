@@ -217,7 +217,8 @@ def _call_event(key: str, d: PolicyDecision | None, tc: ToolCall | None, start: 
         result = "error: " + one_line(tc.error or text, 200)
     else:
         result = f"ok {seconds((tc.duration_ms or 0) / 1000)} {size(tc.result_size)}"
-    summary = f"{args} -> {result}" if decision == "allow" else one_line(text or tc.error or "", 200)
+    # The result first: at 80 columns the arguments are what gets cut off.
+    summary = f"{result} · {args}" if decision == "allow" else one_line(text or tc.error or "", 200)
     lines += [
         "arguments (redacted as recorded):",
         pretty(tc.arguments or {}),
