@@ -220,3 +220,8 @@ def tui():
         Writer=Writer, BUILD_ARGS=BUILD_ARGS, BUILD_REASON=BUILD_REASON, passed_payload=passed_payload,
         fixed_key=fixed_key, until=until, settle=settle,
     )
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"  # Textual runs on asyncio

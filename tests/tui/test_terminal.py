@@ -1,0 +1,74 @@
+"""`assay tui` in a real terminal: tmux at 80x24, driven with send-keys, read with capture-pane."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from assay.agents.workflow import decision_for
+
+ASSAY = Path(sys.executable).with_name("assay")
+
+
+class Tmux:
+    def __init__(self) -> None:
+        # A server of our own: no clash with anyone's tmux, and killing it kills only ours.
+        self.socket = f"assay-tui-{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, *args: str) -> str:
+        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20)
+        return out.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "tui")
+
+    def wait_for(self, text: str, timeout: float = 40.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+            time.sleep(0.2)
+
+    def keys(self, *keys: str) -> None:
+        for k in keys:
+            self("send-keys", "-t", "tui", k)
+            time.sleep(0.15)
+
+
+def test_approve_in_a_real_terminal(need, filled, tui, _isolated_home):
+    need(shutil.which("tmux") is not None, "tmux is not installed")
+    need(ASSAY.exists(), f"no assay entry point at {ASSAY}")
+    env = f"ASSAY_HOME={shlex.quote(str(_isolated_home))} TERM=xterm-256color"
+    # The shell stays after the app so the pane (and its exit status) can be read.
+    cmd = f"env -u ASSAY_LEDGER_URL {env} {shlex.quote(str(ASSAY))} tui --poll 0.3; echo TUI-EXIT=$?; sleep 30"
+    t = Tmux()
+    t("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", cmd)
+    try:
+        t.wait_for("4 runs")
+        screen = t.wait_for("q Quit")  # the footer is drawn last
+        assert tui.WAITING in screen and "PASS 1.84x" in screen
+        t.keys("a")
+        screen = t.wait_for("g++ -O3 -fopenmp -shared kernel.cpp -o kernel.so")
+        assert "long builds" in screen and "exec#1" in screen
+        t.keys("y")
+        deadline = time.monotonic() + 20
+        while decision_for(filled, tui.WAITING, "approval-1") is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert decision_for(filled, tui.WAITING, "approval-1") == "approved"
+        assert [e.actor for e in filled.approval_events(tui.WAITING) if e.event == "approved"] == ["tui"]
+        t.wait_for("No call is waiting")
+        t.keys("Escape", "Down", "Enter")
+        screen = t.wait_for("approval approved")
+        assert "approval-1 by tui" in screen
+        t.keys("Escape", "q")
+        t.wait_for("TUI-EXIT=0")
+    finally:
+        t("kill-server")
