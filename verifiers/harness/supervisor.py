@@ -1,0 +1,530 @@
+"""assay kernel verifier: the supervisor, the trusted parent inside a verification sandbox.
+
+Standard library only; it never imports torch, the task or the candidate. The verifier execs
+
+    python -I -B supervisor.py            (a JSON plan on stdin, one JSON result on stdout)
+
+and the supervisor starts the workers (worker.py) as its children, talks to each over a pipe,
+and takes every measurement the verifier relies on itself, from outside the candidate's
+process: the wall clock of each timed round (time.monotonic here, which the candidate cannot
+patch: it is another process, made non-dumpable so it cannot be ptraced or have its memory
+written), CPU time and memory from /proc, the processes alive after a forward returns, and
+the deadlines and caps that stop a hung, exploding or chattering candidate.
+
+In timing mode it also owns the CPU: while a trusted reference subject runs, every process
+of the candidate is stopped (SIGSTOP), so the candidate can neither slow the reference down
+nor compute anything in the background between its own rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+
+TICK = os.sysconf("SC_CLK_TCK")
+POLL_S = 0.02
+MAX_EVENT_LINE = 4 << 20
+
+
+def nondumpable() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+    except Exception:
+        pass
+
+
+# ----------------------------------------------------------------------------------- /proc
+
+def pids() -> set[int]:
+    out = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            out.add(int(name))
+    return out
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses; the fields after the last ')' are fixed.
+    return raw[raw.rfind(")") + 2:].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    f = stat_fields(pid)
+    if not f:
+        return 0.0
+    return (int(f[11]) + int(f[12])) / TICK  # utime + stime, all threads, kernel-accounted
+
+
+def state(pid: int) -> str:
+    f = stat_fields(pid)
+    return f[0] if f else "gone"
+
+
+def nice(pid: int) -> int | None:
+    f = stat_fields(pid)
+    return int(f[16]) if f else None
+
+
+def threads(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+def mapped_files(pid: int, roots: list[str]) -> list[str] | None:
+    """Executable file mappings of a process that lie under `roots` (what the candidate built
+    or brought) or whose file is gone; None when the maps cannot be read (a process that made
+    itself non-dumpable hides them)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    found = set()
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 6 or "x" not in parts[1]:
+            continue
+        path = parts[5].strip()
+        if not path.startswith("/"):
+            continue
+        if path.endswith(" (deleted)") or any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots):
+            found.add(path)
+    return sorted(found)
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+# --------------------------------------------------------------------------------- workers
+
+class Stop(Exception):
+    """Ends supervision: why (timeout, memory, pids, output, exit, protocol) and in which phase."""
+
+    def __init__(self, why: str, detail: str = "", who: str = "candidate"):
+        super().__init__(why)
+        self.why = why
+        self.detail = detail
+        self.who = who
+
+
+class Worker:
+    """One child process: its command pipe (stdin), event pipe, and capped stdout/stderr."""
+
+    def __init__(self, name: str, spec: dict, trusted: bool, output_cap: int):
+        self.name, self.trusted, self.output_cap = name, trusted, output_cap
+        # The event pipe's write end is handed to the worker; its number goes last on argv.
+        self.events, write_fd = os.pipe()
+        self.proc = subprocess.Popen(
+            list(spec["argv"]) + [str(write_fd)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, **spec["env"]}, cwd=spec.get("cwd") or "/", pass_fds=(write_fd,), close_fds=True,
+        )
+        os.close(write_fd)
+        self.pid = self.proc.pid
+        self.buf = b""
+        self.out = {self.proc.stdout.fileno(): bytearray(), self.proc.stderr.fileno(): bytearray()}
+        self.open = set(self.out) | {self.events}
+        self.output_total = 0
+        self.exit: dict | None = None
+
+    def send(self, obj: dict) -> None:
+        try:
+            self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def tail(self, which: str, n: int = 4000) -> str:
+        fd = (self.proc.stdout if which == "stdout" else self.proc.stderr).fileno()
+        return bytes(self.out[fd][-n:]).decode(errors="replace")
+
+    def status(self) -> dict | None:
+        if self.exit is None:
+            code = self.proc.poll()
+            if code is None:
+                return None
+            self.exit = {"code": code} if code >= 0 else {"signal": signal.Signals(-code).name}
+        return self.exit
+
+
+class Supervisor:
+    def __init__(self, plan: dict):
+        self.plan = plan
+        self.limits = plan["limits"]
+        self.trusted = {1, os.getpid(), os.getppid()}
+        self.workers: dict[str, Worker] = {}
+        self.phase = "start"
+        self.log: list[dict] = []
+        self.peak_rss_mb = 0.0
+        self.peak_procs = 0
+        self.stopped = False
+
+    # -- processes --------------------------------------------------------------------
+    def untrusted(self) -> set[int]:
+        return pids() - self.trusted
+
+    def spawn(self, name: str, spec: dict, trusted: bool) -> Worker:
+        cap = (1 << 20) if trusted else self.limits["output_bytes"]
+        w = Worker(name, spec, trusted, cap)
+        if trusted:
+            self.trusted.add(w.pid)
+        self.workers[name] = w
+        w.send(spec["plan"])
+        return w
+
+    def freeze_untrusted(self) -> None:
+        """SIGSTOP every candidate process, until no new one appears (a fork in flight)."""
+        for _ in range(50):
+            found = self.untrusted()
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+            if self.untrusted() <= found:
+                break
+        self.stopped = True
+
+    def thaw_untrusted(self) -> None:
+        for pid in self.untrusted():
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.stopped = False
+
+    def kill_untrusted(self) -> None:
+        for _ in range(100):
+            found = self.untrusted()
+            if not found:
+                break
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for w in self.workers.values():
+                if not w.trusted:
+                    try:
+                        w.proc.wait(timeout=0.05)
+                    except subprocess.TimeoutExpired:
+                        pass
+            time.sleep(0.01)
+
+    def watch_limits(self) -> None:
+        procs = self.untrusted()
+        self.peak_procs = max(self.peak_procs, len(procs))
+        # Importing may run a compiler (ninja, cc1plus, as, ld); a forward may not.
+        cap = self.limits["build_max_processes"] if self.phase == "import" else self.limits["max_processes"]
+        if len(procs) > cap:
+            raise Stop("pids", f"{len(procs)} candidate processes (limit {cap})")
+        total = sum(rss_mb(p) for p in procs)
+        self.peak_rss_mb = max(self.peak_rss_mb, total)
+        if total > self.limits["memory_mb"]:
+            raise Stop("memory", f"{total:.0f} MB resident (limit {self.limits['memory_mb']} MB)")
+
+    # -- events -----------------------------------------------------------------------
+    def pump(self, w: Worker, timeout: float) -> None:
+        """Read what the worker wrote (events, stdout, stderr) for up to `timeout` seconds."""
+        ready, _, _ = select.select(list(w.open), [], [], max(0.0, timeout))
+        for fd in ready:
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                w.open.discard(fd)
+                continue
+            if fd == w.events:
+                w.buf += data
+                if len(w.buf) > MAX_EVENT_LINE:
+                    raise Stop("protocol", f"{w.name} sent an oversized event", w.name)
+            else:
+                room = w.output_cap - w.output_total
+                w.out[fd] += data[: max(room, 0)]
+                w.output_total += len(data)
+                if w.output_total > w.output_cap:
+                    raise Stop("output", f"{w.name} printed more than {w.output_cap} bytes", w.name)
+
+    def next_event(self, w: Worker, deadline: float, what: str) -> dict:
+        while True:
+            if b"\n" in w.buf:
+                line, w.buf = w.buf.split(b"\n", 1)
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    raise Stop("protocol", f"{w.name} wrote something that is not an event", w.name) from None
+                if not isinstance(ev, dict) or not isinstance(ev.get("ev"), str):
+                    raise Stop("protocol", f"{w.name} wrote a malformed event", w.name)
+                if ev["ev"] == "importing":  # progress only: the candidate's import starts now
+                    self.log.append({"worker": w.name, "importing_at": time.monotonic()})
+                    continue
+                return ev
+            if w.events not in w.open:
+                # The event pipe closed: the worker is gone (or closed it). Collect its status.
+                try:
+                    w.proc.wait(timeout=2.0)
+                except subprocess.TimeoutExpired:
+                    raise Stop("protocol", f"{w.name} closed its event pipe while {what}", w.name) from None
+                self.drain(w)
+                raise Stop("exit", f"{w.name} ended while {what}", w.name)
+            now = time.monotonic()
+            if now >= deadline:
+                raise Stop("timeout", f"{w.name} did not finish {what} in time", w.name)
+            if not w.trusted:
+                self.watch_limits()
+            self.pump(w, min(POLL_S, deadline - now))
+
+    def expect(self, w: Worker, kind: str, deadline: float, what: str) -> dict:
+        ev = self.next_event(w, deadline, what)
+        if ev["ev"] == "error":
+            raise Stop("error", json.dumps(ev), w.name)
+        if ev["ev"] != kind:
+            raise Stop("protocol", f"{w.name} sent {ev['ev']!r} while {what}", w.name)
+        return ev
+
+    def drain(self, w: Worker) -> None:
+        end = time.monotonic() + 0.5
+        while w.open and time.monotonic() < end:
+            try:
+                self.pump(w, 0.05)
+            except Stop:
+                break
+
+    def sleep_watching(self, w: Worker, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (now := time.monotonic()) < end:
+            self.watch_limits()
+            self.pump(w, min(POLL_S, end - now))
+
+    # -- modes ------------------------------------------------------------------------
+    def run(self) -> dict:
+        result: dict = {"mode": self.plan["mode"]}
+        try:
+            if self.plan["mode"] == "check":
+                self.check(result)
+            else:
+                self.time(result)
+            result["stop"] = None
+        except Stop as stop:
+            result["stop"] = {"why": stop.why, "detail": stop.detail, "phase": self.phase, "who": stop.who}
+            if stop.why == "error":
+                try:
+                    result["error"] = json.loads(stop.detail)
+                except ValueError:
+                    pass
+        except Exception as exc:  # a fault of the supervisor itself, or of a sandbox tampered with
+            import traceback
+
+            result["stop"] = {"why": "harness", "detail": traceback.format_exc()[-3000:], "phase": self.phase,
+                              "who": "supervisor"}
+            del exc
+        finally:
+            self.kill_untrusted()
+            for w in self.workers.values():
+                if w.proc.poll() is None and w.trusted:
+                    w.proc.kill()
+                w.proc.wait()
+                self.drain(w)
+                result.setdefault("workers", {})[w.name] = {
+                    "exit": w.status(),
+                    "stderr_tail": w.tail("stderr"),
+                    "stdout_tail": w.tail("stdout", 1000),
+                    "output_bytes": w.output_total,
+                }
+        result["peak_rss_mb"] = round(self.peak_rss_mb, 1)
+        result["peak_processes"] = self.peak_procs
+        result["log"] = self.log
+        return result
+
+    def check(self, result: dict) -> None:
+        lim = self.limits
+        self.phase = "import"
+        w = self.spawn("candidate", self.plan["candidate"], trusted=False)
+        self.expect(w, "loaded", time.monotonic() + lim["import_timeout_s"], "importing the candidate")
+        settle = self.plan["settle_s"]
+        while True:
+            self.phase = "construct or load inputs"
+            ev = self.next_event(w, time.monotonic() + lim["import_timeout_s"], "preparing the next run")
+            if ev["ev"] == "finished":
+                result["report"] = ev.get("report")
+                self.phase = "exit"
+                try:
+                    w.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    raise Stop("timeout", "the candidate did not exit after finishing") from None
+                return
+            if ev["ev"] == "error":
+                raise Stop("error", json.dumps(ev))
+            if ev["ev"] != "calling":
+                raise Stop("protocol", f"candidate sent {ev['ev']!r} between runs")
+            run = ev.get("run")
+            self.phase = f"forward (run {run})"
+            started = time.monotonic()
+            ev = self.expect(w, "returned", started + lim["forward_timeout_s"], f"forward of run {run}")
+            returned = time.monotonic()
+            # The forward has returned: nothing of the candidate should run any more.
+            self.phase = f"after forward returned (run {run})"
+            procs0 = self.untrusted() - {w.pid}
+            cpu0 = sum(cpu_seconds(p) for p in self.untrusted())
+            self.sleep_watching(w, settle)
+            cpu1 = sum(cpu_seconds(p) for p in self.untrusted())
+            procs1 = self.untrusted() - {w.pid}
+            maps = mapped_files(w.pid, self.plan["candidate_roots"])
+            self.log.append({
+                "run": run,
+                "mapped": maps,
+                "forward_s": returned - started,
+                "settle_s": settle,
+                "settle_cpu_s": max(0.0, cpu1 - cpu0),
+                "extra_processes": sorted(procs0 | procs1),
+                "threads": threads(w.pid),
+                "py_threads": ev.get("py_threads"),
+            })
+            w.send({"cmd": "continue"})
+
+    def time(self, result: dict) -> None:
+        lim, plan = self.limits, self.plan
+        rng = random.SystemRandom()
+        self.phase = "reference warm-up"
+        ref = self.spawn("reference", plan["reference"], trusted=True)
+        loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
+        result["copy_bytes"] = loaded.get("copy_bytes")
+        # Everything alive now is ours (the reference may have spawned compiler processes).
+        self.trusted |= pids()
+        ref_nice = nice(ref.pid)
+        ref_affinity = os.sched_getaffinity(ref.pid)
+        self.phase = "import"
+        cand = self.spawn("candidate", plan["candidate"], trusted=False)
+        self.expect(cand, "loaded", time.monotonic() + lim["import_timeout_s"], "importing the candidate")
+
+        subjects = plan["subjects"]  # e.g. ["eager", "compiled", "copy", "candidate"]
+        integrity: list[str] = []
+
+        def worker_for(subject: str) -> Worker:
+            if subject == "candidate":
+                if self.stopped:
+                    self.thaw_untrusted()
+                return cand
+            if not self.stopped:
+                self.freeze_untrusted()
+            # The candidate may have signalled, reniced or pinned the reference between rounds.
+            try:
+                os.kill(ref.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            if nice(ref.pid) != ref_nice:
+                integrity.append(f"the reference worker's priority was changed to {nice(ref.pid)}")
+            try:
+                if os.sched_getaffinity(ref.pid) != ref_affinity:
+                    integrity.append("the reference worker's CPU affinity was changed")
+                    os.sched_setaffinity(ref.pid, ref_affinity)
+            except OSError:
+                pass
+            return ref
+
+        def cpu_of(subject: str) -> float:
+            if subject == "candidate":
+                return sum(cpu_seconds(p) for p in self.untrusted())
+            return cpu_seconds(ref.pid)
+
+        def call(subject: str, cmd: dict, reply: str, limit: float) -> tuple[float, float]:
+            w = worker_for(subject)
+            w.send(cmd)
+            # Only the trusted worker's rounds are read without watching candidate limits.
+            cpu0 = cpu_of(subject)
+            t0 = time.monotonic()
+            self.expect(w, reply, t0 + limit, f"{cmd['cmd']} {subject}")
+            t1 = time.monotonic()
+            return t1 - t0, cpu_of(subject) - cpu0
+
+        self.phase = "warm-up"
+        for s in subjects:
+            call(s, {"cmd": "warm", "subject": s, "n": plan["warmup_iters"]}, "warmed", lim["forward_timeout_s"] * (plan["warmup_iters"] + 1))
+
+        calibrated: dict[str, float] = {}
+
+        def timed(s: str, n: int, seed: int, audit: int) -> dict:
+            call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
+            w = worker_for(s)
+            cpu0 = cpu_of(s)
+            t0 = time.monotonic()
+            w.send({"cmd": "round", "subject": s, "n": n, "seed": seed, "audit": audit})
+            expected = n * calibrated.get(s, lim["forward_timeout_s"])
+            self.expect(w, "done", t0 + lim["forward_timeout_s"] + 20 * expected, f"a timed round of {s}")
+            t1 = time.monotonic()
+            return {"subject": s, "n": n, "wall_s": t1 - t0, "cpu_s": cpu_of(s) - cpu0, "audit": audit}
+
+        self.phase = "calibration"
+        base_n: dict[str, int] = {}
+        for s in subjects:
+            r = timed(s, 1, rng.getrandbits(62), -1)
+            calibrated[s] = r["wall_s"]
+            self.log.append(r)
+            base_n[s] = max(1, min(plan["max_iters"], int(plan["target_round_s"] / max(r["wall_s"], 1e-6)) or 1))
+        rounds = plan["rounds"]
+        audit_round = rng.randrange(rounds)
+        audit = None
+        self.phase = "timed rounds"
+        for r in range(rounds):
+            order = subjects[r % len(subjects):] + subjects[: r % len(subjects)]
+            for s in order:
+                n = base_n[s] * (1 if r % 2 == 0 else 2)
+                seed = rng.getrandbits(62)
+                k = rng.randrange(n) if (s == "candidate" and r == audit_round) else -1
+                rec = timed(s, n, seed, k)
+                rec["round"] = r
+                self.log.append(rec)
+                if k >= 0:
+                    audit = {"seed": seed, "n": n, "index": k, "round": r}
+        result["audit"] = audit
+        self.phase = "audit"
+        # The candidate saves what it returned at the audited iteration, then all of it dies,
+        # and only then does the trusted reference write what that iteration should have given.
+        self.thaw_untrusted()
+        cand.send({"cmd": "finish", "path": plan["audit_candidate"]})
+        fin = self.expect(cand, "finished", time.monotonic() + lim["forward_timeout_s"] * 4, "saving the audit")
+        result["report"] = fin.get("report")
+        self.kill_untrusted()
+        worker_for("eager")
+        ref.send({"cmd": "replay", "subject": "eager", "seed": audit["seed"], "audit": audit["index"],
+                  "path": plan["audit_reference"]})
+        self.expect(ref, "replayed", time.monotonic() + lim["forward_timeout_s"] * 4, "replaying the audit")
+        ref.send({"cmd": "finish"})
+        self.expect(ref, "finished", time.monotonic() + 60, "finishing the reference")
+        result["integrity"] = sorted(set(integrity))
+
+
+def main() -> None:
+    nondumpable()
+    plan = json.loads(sys.stdin.buffer.read())
+    result = Supervisor(plan).run()
+    sys.stdout.write("@@ASSAY " + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,673 @@
+"""assay kernel verifier: the worker, one process inside a verification sandbox.
+
+Standalone on purpose: it imports torch, numpy, safetensors and the standard library, never
+assay (assay's source is not bound into sandboxes). The verifier runs it as
+
+    python -I -B worker.py PLAN_FD EVENT_FD      (under supervisor.py: plan and commands on
+                                                  stdin, events as JSON lines on EVENT_FD)
+    python -I -B worker.py --plain               (reference roles: plan on stdin, report on stdout)
+
+Roles:
+  reference  the task's Model on every run the verifier planned: inputs and expected outputs
+  warm       torch.compile of the task's Model once, so the inductor cache is filled
+  check      the candidate on every run, gathering the evidence the verifier judges
+  time-ref   trusted timing subjects: eager Model, compiled Model, a plain copy of the task's bytes
+  time-cand  the candidate as a timing subject
+
+Nothing this process says about a candidate is trusted by itself when the candidate runs in it:
+outputs are compared in the verifier's own process, clocks are read by the supervisor, and
+the checks made here (integrity, aliasing, threads) are a second line behind those.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import types
+
+import _thread
+
+# Bound before any task or candidate code runs.
+_write = os.write
+_exit = os._exit
+_dumps = json.dumps
+
+FLOAT_MASKS = {  # dtype -> (int dtype name, mantissa's top bit): flipping it keeps sign and exponent
+    "float32": ("int32", 1 << 22),
+    "float64": ("int64", 1 << 51),
+    "float16": ("int16", 1 << 9),
+    "bfloat16": ("int16", 1 << 6),
+}
+POISON = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
+          "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
+
+
+def _nondumpable() -> None:
+    """A trusted worker cannot be ptraced or have its /proc/PID/mem opened by the candidate."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    except Exception:
+        pass
+
+
+class Channel:
+    def __init__(self, event_fd: int | None):
+        self.fd = event_fd
+        self.stdin = sys.stdin.buffer
+
+    def event(self, kind: str, **fields) -> None:
+        line = _dumps({"ev": kind, **fields}, separators=(",", ":"), default=str) + "\n"
+        data = line.encode()
+        if self.fd is None:
+            return
+        while data:
+            n = _write(self.fd, data)
+            data = data[n:]
+
+    def command(self) -> dict:
+        line = self.stdin.readline()
+        if not line:
+            _exit(0)  # the supervisor is gone
+        return json.loads(line)
+
+
+# ---------------------------------------------------------------------------------- tasks
+
+def load_module(path: str, name: str, overrides: dict | None = None) -> types.ModuleType:
+    """Load a file as a module; module-level int constants named in `overrides` are replaced
+    in the source tree before it runs, so sizes derived from them follow."""
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    tree = ast.parse(source, filename=path)
+    for node in tree.body:
+        target = None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target = node.targets[0].id
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            target = node.target.id
+        if target and overrides and target in overrides:
+            node.value = ast.copy_location(ast.Constant(int(overrides[target])), node.value)
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module
+    exec(compile(tree, path, "exec"), module.__dict__)
+    return module
+
+
+def jsonable(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    raise TypeError(f"{type(value).__name__} is not a plain value")
+
+
+def dtype_name(t) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def save_tensors(path: str, tensors: dict) -> None:
+    from safetensors.torch import save_file
+
+    tmp = path + ".part"
+    save_file({k: v.detach().contiguous() for k, v in tensors.items()}, tmp)
+    os.replace(tmp, path)
+
+
+def load_inputs(path: str, specs: list[dict]) -> list:
+    from safetensors.torch import load_file
+
+    tensors = load_file(path)
+    args = []
+    for spec in specs:
+        args.append(tensors[spec["key"]] if spec["kind"] == "tensor" else spec["value"])
+    return args
+
+
+def describe_inputs(inputs) -> tuple[list[dict], dict]:
+    import torch
+
+    specs, tensors = [], {}
+    for i, value in enumerate(inputs):
+        if isinstance(value, torch.Tensor):
+            key = f"in_{i}"
+            tensors[key] = value
+            specs.append({"kind": "tensor", "key": key, "dtype": dtype_name(value), "shape": list(value.shape)})
+        else:
+            specs.append({"kind": "value", "value": jsonable(value)})
+    return specs, tensors
+
+
+def outputs_of(out):
+    """The output as a list of tensors, or None when it is not a tensor or a plain tuple/list of them."""
+    import torch
+
+    if type(out) is torch.Tensor:
+        return [out]
+    if type(out) in (tuple, list) and all(type(o) is torch.Tensor for o in out):
+        return list(out)
+    return None
+
+
+def nbytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+# ------------------------------------------------------------------------- reference roles
+
+def role_reference(plan: dict) -> dict:
+    """Every planned run: seeded inputs from get_inputs(), the Model's outputs, both saved."""
+    import torch
+
+    torch.set_grad_enabled(False)
+    report = {"runs": []}
+    tasks: dict = {}
+    for run in plan["runs"]:
+        entry = {"id": run["id"], "ok": False}
+        report["runs"].append(entry)
+        try:
+            key = _dumps(run["overrides"], sort_keys=True)
+            if key not in tasks:
+                tasks[key] = load_module(plan["task"], f"assay_task_{len(tasks)}", run["overrides"])
+            task = tasks[key]
+            init_args = jsonable(list(task.get_init_inputs()))
+            torch.manual_seed(run["seed"])
+            inputs = list(task.get_inputs())
+            torch.manual_seed(plan["init_seed"])
+            model = task.Model(*init_args)
+            out = model(*inputs)
+            outs = outputs_of(out)
+            if outs is None:
+                raise TypeError(f"the task's Model returned {type(out).__name__}, not a tensor or tuple of tensors")
+            specs, tensors = describe_inputs(inputs)
+            save_tensors(os.path.join(plan["inputs_dir"], f"run_{run['id']}.safetensors"), tensors)
+            save_tensors(os.path.join(plan["expected_dir"], f"run_{run['id']}.safetensors"),
+                         {f"out_{j}": o for j, o in enumerate(outs)})
+            params = sum(nbytes(p) for p in list(model.parameters()) + list(model.buffers()))
+            entry.update(
+                ok=True,
+                init_args=init_args,
+                inputs=specs,
+                outputs=[{"key": f"out_{j}", "dtype": dtype_name(o), "shape": list(o.shape)} for j, o in enumerate(outs)],
+                output_kind="tensor" if type(out) is torch.Tensor else "tuple",
+                min_bytes=sum(nbytes(t) for t in tensors.values()) + sum(nbytes(o) for o in outs) + params,
+            )
+        except Exception as exc:
+            entry["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
+    return report
+
+
+def role_warm(plan: dict) -> dict:
+    """torch.compile the task's Model on the first run's inputs, so later runs find the cache."""
+    import torch
+
+    torch.set_grad_enabled(False)
+    task = load_module(plan["task"], "assay_task", {})
+    torch.manual_seed(plan["init_seed"])
+    model = task.Model(*plan["init_args"])
+    args = load_inputs(plan["inputs_file"], plan["inputs"])
+    started = time.monotonic()
+    compiled = torch.compile(model)
+    out = compiled(*args)
+    ref = model(*args)
+    outs, refs = outputs_of(out), outputs_of(ref)
+    same = outs is not None and refs is not None and all(
+        torch.allclose(a, b, atol=1e-3, rtol=1e-3, equal_nan=True) for a, b in zip(outs, refs))
+    return {"ok": True, "seconds": time.monotonic() - started, "matches_eager": bool(same)}
+
+
+# ------------------------------------------------------------------------ candidate loading
+
+def load_opwatch(path: str):
+    import importlib.util
+
+    name = os.path.basename(path).split(".")[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.install()
+    return module
+
+
+def import_candidate(plan: dict, chan: Channel):
+    """Import the candidate and find ModelNew; any failure is reported and ends the process."""
+    import torch
+
+    chan.event("importing")
+    try:
+        module = load_module(plan["candidate"], "candidate")
+    except SystemExit as exc:
+        chan.event("error", phase="import", kind="exit", detail=f"SystemExit({exc.code!r}) during import")
+        _exit(4)
+    except BaseException as exc:
+        chan.event("error", phase="import", kind="exception", detail=_format(exc))
+        _exit(3)
+    cls = module.__dict__.get("ModelNew")
+    if cls is None:
+        chan.event("error", phase="import", kind="model_new", detail="the candidate defines no ModelNew")
+        _exit(3)
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        chan.event("error", phase="import", kind="model_new", detail="ModelNew is not an nn.Module subclass")
+        _exit(3)
+    return cls
+
+
+def construct(cls, init_args: list, seed: int, chan: Channel):
+    import torch
+
+    try:
+        torch.manual_seed(seed)
+        return cls(*init_args)
+    except SystemExit as exc:
+        chan.event("error", phase="construct", kind="exit", detail=f"SystemExit({exc.code!r}) in ModelNew()")
+        _exit(4)
+    except BaseException as exc:
+        chan.event("error", phase="construct", kind="model_new", detail="ModelNew(*init_inputs) raised " + _format(exc))
+        _exit(3)
+
+
+def _format(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return text[-3000:]
+
+
+# ----------------------------------------------------------------------- harness integrity
+
+class Integrity:
+    """Identities of what a candidate would patch to fool an in-process harness.
+
+    The decisive comparisons and clocks live outside this process; this check exists so that
+    an attempt is reported as what it is, with its own reason."""
+
+    def __init__(self):
+        import torch
+
+        self.watch = {}
+        for name in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
+                     "process_time", "sleep"):
+            self.watch[f"time.{name}"] = (time, name)
+        for name in ("allclose", "equal", "isclose", "manual_seed", "empty", "empty_like"):
+            self.watch[f"torch.{name}"] = (torch, name)
+        self.watch["torch.testing.assert_close"] = (torch.testing, "assert_close")
+        for name in ("__eq__", "clone", "copy_", "data_ptr", "untyped_storage", "contiguous", "view", "numpy",
+                     "detach", "__torch_function__"):
+            self.watch[f"torch.Tensor.{name}"] = (torch.Tensor, name)
+        for name in ("__call__", "_call_impl"):
+            self.watch[f"torch.nn.Module.{name}"] = (torch.nn.Module, name)
+        for name in ("write", "read", "_exit", "replace"):
+            self.watch[f"os.{name}"] = (os, name)
+        self.watch["json.dumps"] = (json, "dumps")
+        self.watch["hashlib.sha256"] = (hashlib, "sha256")
+        self.saved = {k: obj.__dict__.get(attr) if isinstance(obj, type) else getattr(obj, attr, None)
+                      for k, (obj, attr) in self.watch.items()}
+        self.builtins = dict(vars(builtins))
+        self.modules = {n: sys.modules.get(n) for n in ("time", "torch", "os", "json", "builtins", "__main__")}
+        main = sys.modules[__name__]
+        self.code = {n: f.__code__ for n, f in vars(main).items() if isinstance(f, types.FunctionType)}
+        self.funcs = {n: f for n, f in vars(main).items() if isinstance(f, (types.FunctionType, type))}
+        self.methods = {}
+        for cname, cls in self.funcs.items():
+            if isinstance(cls, type) and cls.__module__ == main.__name__:
+                for m, f in vars(cls).items():
+                    if isinstance(f, types.FunctionType):
+                        self.methods[f"{cname}.{m}"] = (f, f.__code__)
+
+    def problems(self, opwatch=None) -> list[str]:
+        found = []
+        for key, (obj, attr) in self.watch.items():
+            now = obj.__dict__.get(attr) if isinstance(obj, type) else getattr(obj, attr, None)
+            if now is not self.saved[key]:
+                found.append(f"{key} was replaced")
+        current = vars(builtins)
+        for name in set(self.builtins) | set(current):
+            if current.get(name, None) is not self.builtins.get(name, None):
+                found.append(f"builtins.{name} was changed")
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                found.append(f"sys.modules[{name!r}] was replaced")
+        main = sys.modules[__name__]
+        for name, func in self.funcs.items():
+            if vars(main).get(name) is not func:
+                found.append(f"harness function {name} was replaced")
+        for name, code in self.code.items():
+            if self.funcs[name].__code__ is not code:
+                found.append(f"harness function {name}.__code__ was rewritten")
+        for name, (func, code) in self.methods.items():
+            if func.__code__ is not code:
+                found.append(f"harness method {name}.__code__ was rewritten")
+        if sys.gettrace() is not None or sys.getprofile() is not None:
+            found.append("a trace or profile hook is set")
+        if getattr(threading, "_trace_hook", None) or getattr(threading, "_profile_hook", None):
+            found.append("a threading trace or profile hook is set")
+        if opwatch is not None and not opwatch.installed():
+            found.append("the op recorder's global callback was removed")
+        return sorted(set(found))
+
+
+# ----------------------------------------------------------------------------- check role
+
+def storage_span(t) -> tuple[int, int]:
+    st = t.untyped_storage()
+    return st.data_ptr(), st.nbytes()
+
+
+def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[1] > 0 and b[1] > 0 and a[0] < b[0] + b[1] and b[0] < a[0] + a[1]
+
+
+def digest(t) -> str:
+    import torch
+
+    flat = t.detach().contiguous().view(-1)
+    return hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def poison(spec: dict) -> None:
+    """Fill and free a block the size of the expected output, so an output whose memory the
+    candidate never writes carries a pattern the verifier recognises (the allocator tends to
+    hand the same block back)."""
+    import torch
+
+    dtype = spec["dtype"]
+    if dtype not in POISON:
+        return
+    int_name, pattern = POISON[dtype]
+    block = torch.empty(spec["shape"], dtype=getattr(torch, dtype))
+    block.view(getattr(torch, int_name)).fill_(pattern if pattern < (1 << (8 * block.element_size() - 1))
+                                               else pattern - (1 << (8 * block.element_size())))
+    del block
+
+
+def role_check(plan: dict, chan: Channel) -> None:
+    import torch
+
+    torch.set_grad_enabled(False)
+    baseline_threads = _thread._count()
+    opwatch = load_opwatch(plan["opwatch"])
+    integrity = Integrity()
+    cls = import_candidate(plan, chan)
+    models: dict = {}
+    held_inputs: dict = {}
+    held_outputs: list = []
+    runs = []
+    chan.event("loaded")
+    for run in plan["runs"]:
+        key = _dumps(run["init_args"])
+        if key not in models:
+            models[key] = construct(cls, run["init_args"], plan["init_seed"], chan)
+        model = models[key]
+        fresh = load_inputs(run["inputs_file"], run["inputs"])
+        if run.get("reuse_buffers_of") is not None:
+            # Same tensors, new values: an output cached by data_ptr or shape shows up as a replay.
+            args = held_inputs[run["reuse_buffers_of"]]
+            for old, new in zip(args, fresh):
+                if isinstance(old, torch.Tensor):
+                    old.copy_(new)
+        else:
+            args = fresh
+        held_inputs[run["id"]] = args
+        tensors_in = [a for a in args if isinstance(a, torch.Tensor)]
+        before = [digest(t) for t in tensors_in]
+        spans_in = [storage_span(t) for t in tensors_in]
+        for spec in run.get("poison", []):
+            poison(spec)
+        opwatch.take()
+        record = {"id": run["id"]}
+        runs.append(record)
+        chan.event("calling", run=run["id"])
+        opwatch.arm()
+        try:
+            out = model(*args)
+        except SystemExit as exc:
+            opwatch.disarm()
+            chan.event("error", phase=f"forward (run {run['id']})", kind="exit",
+                       detail=f"SystemExit({exc.code!r}) raised in forward")
+            _exit(4)
+        except BaseException as exc:
+            opwatch.disarm()
+            chan.event("error", phase=f"forward (run {run['id']})", kind="exception", detail=_format(exc))
+            _exit(3)
+        opwatch.disarm()
+        outs = outputs_of(out)
+        if outs is None:
+            record["output_type"] = _type_name(out)
+            if isinstance(out, torch.Tensor) or (type(out) in (tuple, list)):
+                record["not_plain"] = True
+            chan.event("returned", run=run["id"], py_threads=_thread._count() - baseline_threads)
+            chan.command()
+            record["ops"], record["foreign_ops"] = opwatch.take()
+            continue
+        bad_device = [str(o.device) for o in outs if o.device.type != "cpu" or o.layout != torch.strided]
+        if bad_device:
+            record["bad_device"] = bad_device
+            chan.event("returned", run=run["id"], py_threads=_thread._count() - baseline_threads)
+            chan.command()
+            record["ops"], record["foreign_ops"] = opwatch.take()
+            continue
+        snaps = [o.detach().clone().contiguous() for o in outs]  # taken the moment forward returns
+        chan.event("returned", run=run["id"], py_threads=_thread._count() - baseline_threads)
+        chan.command()  # the supervisor watched the idle window; now look again
+        record["py_threads_after"] = _thread._count() - baseline_threads
+        record["changed_after_return"] = any(
+            not torch.equal(s.view(-1).view(torch.uint8), o.detach().contiguous().view(-1).view(torch.uint8))
+            for s, o in zip(snaps, outs))
+        spans_out = [storage_span(o) for o in outs]
+        record["aliases_input"] = any(overlaps(a, b) for a in spans_out for b in spans_in)
+        record["aliases_earlier_output"] = any(overlaps(a, b) for a in spans_out for b in held_outputs)
+        record["aliases_other_output"] = any(
+            overlaps(spans_out[i], spans_out[j]) for i in range(len(outs)) for j in range(i + 1, len(outs)))
+        held_outputs.extend(spans_out)
+        record["inputs_changed"] = [i for i, (t, h) in enumerate(zip(tensors_in, before)) if digest(t) != h]
+        record["ops"], record["foreign_ops"] = opwatch.take()
+        save_tensors(run["out_file"], {f"out_{j}": s for j, s in enumerate(snaps)})
+        record["saved"] = True
+        # Keep the outputs alive so a later run cannot be handed the same memory unnoticed.
+        held_inputs[("out", run["id"])] = outs
+    chan.event("finished", report={"runs": runs, "integrity": integrity.problems(opwatch)})
+    _exit(0)
+
+
+def _type_name(obj) -> str:
+    cls = type(obj)
+    return f"{type.__getattribute__(cls, '__module__')}.{type.__getattribute__(cls, '__qualname__')}"
+
+
+# ---------------------------------------------------------------------------- timing roles
+
+class Perturb:
+    """Flip the mantissa's top bit of a few input elements around each timed iteration (and
+    flip it back after), so no two iterations see the same input: an output cached from an
+    earlier call is wrong, and the supervisor audits one iteration's output."""
+
+    def __init__(self, args, count: int):
+        import torch
+
+        self.view = None
+        floats = [a for a in args if isinstance(a, torch.Tensor) and dtype_name(a) in FLOAT_MASKS
+                  and a.is_contiguous() and a.numel() > 0]
+        if not floats:
+            return
+        target = max(floats, key=lambda t: t.numel())
+        int_name, mask = FLOAT_MASKS[dtype_name(target)]
+        self.view = target.view(getattr(torch, int_name)).numpy().reshape(-1)
+        self.mask = self.view.dtype.type(mask)
+        self.count = count
+
+    def indices(self, seed: int, n: int):
+        import numpy as np
+
+        if self.view is None:
+            return None
+        numel = self.view.size
+        i = np.arange(n, dtype=np.uint64)
+        h = i * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        h ^= h >> np.uint64(31)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(29)
+        cols = np.arange(self.count, dtype=np.uint64) * np.uint64(2654435761)
+        return ((h[:, None] + cols[None, :]) % np.uint64(numel)).astype(np.int64)
+
+
+def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int):
+    idx = perturb.indices(seed, n) if perturb is not None else None
+    view = perturb.view if idx is not None else None
+    keep = None
+    for i in range(n):
+        if view is not None:
+            view[idx[i]] ^= perturb.mask
+        out = fn(*args)
+        if view is not None:
+            view[idx[i]] ^= perturb.mask
+        if i == audit:
+            keep = out
+    return keep
+
+
+class Flusher:
+    def __init__(self, megabytes: int):
+        import torch
+
+        self.buf = torch.zeros(max(1, megabytes) << 18)  # float32: 4 bytes each
+
+    def __call__(self):
+        self.buf.add_(1.0)
+
+
+def role_time_ref(plan: dict, chan: Channel) -> None:
+    import torch
+
+    torch.set_grad_enabled(False)
+    task = load_module(plan["task"], "assay_task", {})
+    torch.manual_seed(plan["init_seed"])
+    model = task.Model(*plan["init_args"])
+    args = load_inputs(plan["inputs_file"], plan["inputs"])
+    compiled = torch.compile(model)
+    compiled(*args)  # compiles (from the cache the reference sandbox filled)
+    half = max(1, plan["copy_bytes"] // 8)  # float32 elements in each of src and dst
+    src, dst = torch.randn(half), torch.empty(half)
+    subjects = {"eager": model, "compiled": compiled, "copy": lambda *a: dst.copy_(src)}
+    perturb = Perturb(args, plan["perturb_elements"])
+    flush = Flusher(plan["flush_mb"])
+    chan.event("loaded", copy_bytes=2 * nbytes(src))
+    serve(chan, subjects, args, perturb, flush)
+
+
+def role_time_cand(plan: dict, chan: Channel) -> None:
+    import torch
+
+    torch.set_grad_enabled(False)
+    opwatch = load_opwatch(plan["opwatch"])
+    integrity = Integrity()
+    cls = import_candidate(plan, chan)
+    model = construct(cls, plan["init_args"], plan["init_seed"], chan)
+    args = load_inputs(plan["inputs_file"], plan["inputs"])
+    perturb = Perturb(args, plan["perturb_elements"])
+    flush = Flusher(plan["flush_mb"])
+    opwatch.take()
+    chan.event("loaded")
+    serve(chan, {"candidate": model}, args, perturb, flush, opwatch, integrity)
+
+
+def serve(chan, subjects, args, perturb, flush, opwatch=None, integrity=None) -> None:
+    kept = None
+    while True:
+        cmd = chan.command()
+        op = cmd.get("cmd")
+        if op == "warm":
+            fn = subjects[cmd["subject"]]
+            if opwatch is not None:
+                opwatch.arm()
+            for _ in range(int(cmd["n"])):
+                fn(*args)
+            if opwatch is not None:
+                opwatch.disarm()
+            chan.event("warmed")
+        elif op == "flush":
+            flush()
+            chan.event("flushed")
+        elif op == "round":
+            # The supervisor's clock starts when it sends this and stops when "done" arrives.
+            fn = subjects[cmd["subject"]]
+            use = perturb if cmd["subject"] != "copy" else None
+            if opwatch is not None:
+                opwatch.arm()
+            out = timed_round(fn, args, use, int(cmd["n"]), int(cmd["seed"]), int(cmd["audit"]))
+            if opwatch is not None:
+                opwatch.disarm()
+            if int(cmd["audit"]) >= 0:
+                kept = out
+            chan.event("done")
+        elif op == "replay":
+            # Trusted reference only: the output the audited iteration must have produced.
+            fn = subjects[cmd["subject"]]
+            idx = perturb.indices(int(cmd["seed"]), int(cmd["audit"]) + 1) if perturb else None
+            if idx is not None:
+                perturb.view[idx[-1]] ^= perturb.mask
+            out = fn(*args)
+            if idx is not None:
+                perturb.view[idx[-1]] ^= perturb.mask
+            _save_audit(cmd["path"], out)
+            chan.event("replayed")
+        elif op == "finish":
+            report = {}
+            if cmd.get("path"):
+                report["audit_saved"] = _save_audit(cmd["path"], kept)
+            if opwatch is not None:
+                report["ops"], report["foreign_ops"] = opwatch.take()
+            if integrity is not None:
+                report["integrity"] = integrity.problems(opwatch)
+            chan.event("finished", report=report)
+            _exit(0)
+        else:
+            _exit(5)
+
+
+def _save_audit(path: str, out) -> str:
+    outs = outputs_of(out)
+    if outs is None:
+        return "not a plain tensor" if out is not None else "no output kept"
+    if any(o.device.type != "cpu" for o in outs):
+        return "not a CPU tensor"
+    save_tensors(path, {f"out_{j}": o.detach().clone() for j, o in enumerate(outs)})
+    return "saved"
+
+
+# ----------------------------------------------------------------------------------- main
+
+def main() -> None:
+    if sys.argv[1:] == ["--plain"]:
+        plan = json.loads(sys.stdin.buffer.readline())
+        _nondumpable()
+        role = {"reference": role_reference, "warm": role_warm}[plan["role"]]
+        try:
+            report = role(plan)
+        except BaseException as exc:
+            report = {"ok": False, "error": _format(exc)}
+        sys.stdout.write("@@ASSAY " + _dumps(report) + "\n")
+        sys.stdout.flush()
+        return
+    chan = Channel(int(sys.argv[1]))
+    plan = chan.command()
+    role = plan["role"]
+    if role == "time-ref":
+        _nondumpable()
+        role_time_ref(plan, chan)
+    elif role == "time-cand":
+        role_time_cand(plan, chan)
+    elif role == "check":
+        role_check(plan, chan)
+    else:
+        _exit(5)
+
+
+if __name__ == "__main__":
+    main()

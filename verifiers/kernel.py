@@ -1,0 +1,731 @@
+"""The kernel verifier: is a candidate ModelNew correct, honest, and really faster?
+
+    report = verify_kernel("examples/kernels/softmax.py", "candidate.py", "kernel-default")
+
+What it does, in order (each stage only if the previous ones passed, except where noted):
+
+1. Source scan of the candidate text in this process (kernel_scan): imports, torch compute
+   reached by name in Python or inline C++, dynamic code, system access, monkeypatching.
+2. Reference runs in a fresh sandbox: the task's Model on `trials` inputs drawn from seeds
+   made here with `secrets` (passed over stdin, never written where a candidate can read)
+   and on `other_shapes` variants of the task's module-level size constants. Inputs and
+   expected outputs are written to the reference workspace; only the inputs are ever bound
+   into a candidate's sandbox.
+3. Check run in a fresh candidate sandbox, under the supervisor: the candidate on every run,
+   with the op recorder armed around each forward (every thread), the idle window after
+   each return watched from outside, and each output cloned the moment forward returns and
+   written out. Outputs are compared here, in the verifier's process. The C++ the candidate
+   built is then read for the torch symbols it imports.
+4. Timing in another fresh sandbox: eager Model, torch.compile(Model), a plain copy of the
+   task's bytes and the candidate, interleaved round by round under one supervisor that
+   holds the clock, stops the candidate's processes while a reference runs, and audits one
+   timed iteration's output against the eager Model's.
+
+Every check has its own name (see CHECK_ORDER); a failed one adds "name: why" to `reasons`.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import random
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from assay.errors import UserError
+from assay.sandbox.base import SandboxError
+from assay.verifiers import kernel_runtime as rt
+from assay.verifiers.criteria import Criteria, load_criteria
+from assay.verifiers.kernel_judge import (
+    Checks,
+    compare,
+    judge_lifecycle,
+    load_tensors,
+    median_per_iter,
+    same_values,
+    scaling,
+    unwritten,
+)
+from assay.verifiers.kernel_scan import SCAN_CHECKS, scan_candidate
+
+VERIFIER = "assay.verifiers.kernel/1"
+Progress = Callable[[str, float], None]
+
+CHECK_ORDER = SCAN_CHECKS + (
+    "loads", "no_crash", "no_early_exit", "within_limits",
+    "plain_tensor_output", "no_alias", "no_input_mutation", "no_replay", "no_work_after_return",
+    "no_torch_compute", "extension_symbols", "harness_integrity",
+    "correctness", "other_shapes",
+    "consistent_when_timed", "timing_integrity", "roofline", "speed",
+)
+
+
+@dataclass
+class KernelReport:
+    passed: bool
+    reasons: list[str]
+    checks: list  # list[Check]
+    metrics: dict
+    task_sha256: str
+    candidate_sha256: str
+    criteria: str
+    criteria_sha256: str
+    backend: str
+    verifier: str = VERIFIER
+
+    def check(self, name: str):
+        return next((c for c in self.checks if c.name == name), None)
+
+    def to_json(self) -> dict:
+        return {
+            "passed": self.passed,
+            "reasons": list(self.reasons),
+            "checks": [c.to_json() for c in self.checks],
+            "metrics": self.metrics,
+            "task_sha256": self.task_sha256,
+            "candidate_sha256": self.candidate_sha256,
+            "criteria": self.criteria,
+            "criteria_sha256": self.criteria_sha256,
+            "backend": self.backend,
+            "verifier": self.verifier,
+        }
+
+
+# ------------------------------------------------------------------------------ the task
+
+@dataclass(frozen=True)
+class TaskInfo:
+    source: str
+    sha256: str
+    sizes: dict[str, int]  # module-level int constants that are sizes
+
+
+def read_source(path: str | Path, what: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{what} {p} does not exist or is not a file", f"give the path of the {what} (.py)")
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{what} {p} cannot be read ({exc})", f"give a readable UTF-8 {what} file") from None
+
+
+def inspect_task(source: str, criteria: Criteria, path: str | Path = "task") -> TaskInfo:
+    """The task's shape, read from its syntax tree (the task is not run in this process)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise UserError(f"task {path} does not parse: {exc.msg} (line {exc.lineno})", "fix the task file") from None
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
+    if missing:
+        raise UserError(f"task {path} defines no {', '.join(missing)}",
+                        "a KernelBench task defines class Model(nn.Module), get_inputs() and get_init_inputs()")
+    sizes = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            name, value = node.target.id, node.value
+        else:
+            continue
+        if isinstance(value, ast.Constant) and type(value.value) is int and value.value >= criteria.correctness.min_size_constant:
+            sizes[name] = value.value
+    return TaskInfo(source, hashlib.sha256(source.encode()).hexdigest(), sizes)
+
+
+def shape_variants(sizes: dict[str, int], count: int, rng: random.Random) -> list[dict[str, int]]:
+    """Other values for the task's size constants: odd (vector widths do not divide them),
+    smaller than the task's own (so they stay cheap), different from each other."""
+    ranges = [(0.25, 0.5), (0.5, 0.95), (0.34, 0.7), (0.2, 0.8)]
+    variants: list[dict[str, int]] = []
+    for k in range(count):
+        lo_f, hi_f = ranges[k % len(ranges)]
+        over = {}
+        for name, c in sizes.items():
+            lo, hi = max(3, int(c * lo_f)), max(4, int(c * hi_f))
+            v = rng.randrange(lo, hi + 1) | 1
+            if v == c:
+                v = max(3, c - 2) | 1
+            over[name] = v
+        if over not in variants:
+            variants.append(over)
+    return variants
+
+
+# ------------------------------------------------------------------------- the reference
+
+@dataclass
+class ReferenceRun:
+    """The reference side of a verification: runs, inputs and expected outputs on disk."""
+
+    task_path: Path
+    task: TaskInfo
+    criteria: Criteria
+    backend: str
+    cache_dir: Path
+    root: Path
+    init_seed: int
+    runs: list[dict]  # planned runs that the reference completed, in check order
+    shapes_note: str
+    opwatch_dir: Path
+    compile_warm: dict | None = None
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def ref_ws(self) -> Path:
+        return self.root / "reference"
+
+    @property
+    def inputs_dir(self) -> Path:
+        return self.ref_ws / "inputs"
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _say(progress: Progress | None, stage: str, fraction: float) -> None:
+    if progress is not None:
+        progress(stage, fraction)
+
+
+def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-default", backend: str = "auto",
+                      cache_dir: Path | None = None, progress: Progress | None = None) -> ReferenceRun:
+    """Run the task's Model on fresh secret inputs in a sandbox. Several candidates may be
+    verified against one ReferenceRun (each in its own sandboxes)."""
+    crit = load_criteria(criteria) if isinstance(criteria, str) else criteria
+    source = read_source(task_path, "task")
+    task = inspect_task(source, crit, task_path)
+    cache_dir = Path(cache_dir) if cache_dir else rt.default_cache_dir()
+    _say(progress, "op recorder", 0.02)
+    opwatch_dir = rt.opwatch_library(cache_dir, backend)
+    root = Path(tempfile.mkdtemp(prefix="assay-kernel-verify-"))
+    try:
+        return _reference(Path(task_path), task, crit, backend, cache_dir, root, opwatch_dir, progress)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def _reference(task_path, task, crit, backend, cache_dir, root, opwatch_dir, progress) -> ReferenceRun:
+    rng = random.Random(secrets.randbits(128))  # the verifier's secret; never leaves this process whole
+    init_seed = rng.getrandbits(62)
+    (root / "task").mkdir()
+    (root / "task" / "task.py").write_text(task.source, encoding="utf-8")
+    ws = root / "reference"
+    for sub in ("inputs", "expected", "home"):
+        (ws / sub).mkdir(parents=True)
+    c = crit.correctness
+    trials = [{"id": i, "kind": "trial", "seed": rng.getrandbits(62), "overrides": {}} for i in range(c.trials)]
+    variants = shape_variants(task.sizes, c.other_shapes + 1, rng) if task.sizes else []
+    shaped = [{"id": c.trials + k, "kind": "shape", "seed": rng.getrandbits(62), "overrides": v}
+              for k, v in enumerate(variants)]
+    plan = {"role": "reference", "task": f"{rt.IN_TASK}/task.py", "init_seed": init_seed,
+            "runs": trials + shaped, "inputs_dir": f"{rt.WORKDIR}/inputs", "expected_dir": f"{rt.WORKDIR}/expected"}
+    lim = crit.limits
+    timeout = lim.import_timeout_s + len(plan["runs"]) * lim.forward_timeout_s
+    _say(progress, "reference runs", 0.08)
+    sandbox = rt.open_verification_sandbox(
+        ws, {rt.IN_HARNESS: rt.harness_dir(), rt.IN_TASK: root / "task"},
+        rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30), backend)
+    try:
+        report, res = rt.run_plain(sandbox, plan, timeout, rt.base_env())
+    finally:
+        sandbox.close()
+    if report is None or "runs" not in report:
+        why = res.killed or (report or {}).get("error") or (res.stderr or res.stdout)[-1500:]
+        raise UserError(f"the task's reference did not run in the sandbox: {why}",
+                        "run the task file on its own and fix it")
+    done = {r["id"]: r for r in report["runs"] if isinstance(r, dict) and "id" in r}
+    for t in trials:
+        r = done.get(t["id"], {})
+        if not r.get("ok"):
+            raise UserError(f"the task's Model fails on its own inputs: {r.get('error', 'no result')}",
+                            "fix the task so Model(*get_init_inputs())(*get_inputs()) runs")
+        t.update(r)
+    good_shapes = []
+    for s in shaped:
+        r = done.get(s["id"], {})
+        if r.get("ok") and len(good_shapes) < c.other_shapes:
+            s.update(r)
+            good_shapes.append(s)
+    if not task.sizes:
+        note = "the task has no module-level size constants to vary"
+    elif len(good_shapes) < c.other_shapes:
+        note = f"only {len(good_shapes)} of {c.other_shapes} other shapes ran in the task's own Model"
+    else:
+        note = ""
+    runs = _check_order(trials, good_shapes)
+    return ReferenceRun(task_path, task, crit, backend, cache_dir, root, init_seed, runs, note, opwatch_dir)
+
+
+def _check_order(trials: list[dict], shapes: list[dict]) -> list[dict]:
+    """Trials and shapes interleaved; trials 2 and 4 reuse the input tensors of trials 1 and 3
+    (same memory, new values), so a cache keyed on data_ptr or shape replays visibly."""
+    order = []
+    shapes = list(shapes)
+    for i, t in enumerate(trials):
+        t = dict(t)
+        t["reuse_buffers_of"] = trials[i - 1]["id"] if i in (2, 4) else None
+        order.append(t)
+        if i in (2, 3) and shapes:
+            order.append(dict(shapes.pop(0), reuse_buffers_of=None))
+    order.extend(dict(s, reuse_buffers_of=None) for s in shapes)
+    return order
+
+
+# ------------------------------------------------------------------------- the candidate
+
+def verify_kernel(task_path: str | Path, candidate_path: str | Path, criteria: Criteria | str = "kernel-default",
+                  backend: str = "auto", progress: Progress | None = None,
+                  cache_dir: Path | None = None) -> KernelReport:
+    """Verify one candidate file against one task; see the module docstring."""
+    crit = load_criteria(criteria) if isinstance(criteria, str) else criteria
+    candidate = read_source(candidate_path, "candidate")
+    task_source = read_source(task_path, "task")
+    inspect_task(task_source, crit, task_path)
+    checks = Checks()
+    if _scan(checks, candidate, task_source, crit) or not crit.scan.stop_on_failure:
+        with prepare_reference(task_path, crit, backend, cache_dir, progress) as ref:
+            return verify_candidate(ref, candidate_path, progress, _scanned=checks)
+    return _finish(checks, {}, hashlib.sha256(task_source.encode()).hexdigest(),
+                   hashlib.sha256(candidate.encode()).hexdigest(), crit, backend)
+
+
+def _scan(checks: Checks, candidate: str, task_source: str, crit: Criteria) -> bool:
+    findings = scan_candidate(candidate, crit, task_source)
+    for name in SCAN_CHECKS:
+        found = findings[name]
+        if found:
+            shown = "; ".join(str(f) for f in found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
+            checks.fail(name, shown)
+        else:
+            checks.ok(name, "clean")
+    return checks.all_passed()
+
+
+def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Progress | None = None,
+                     _scanned: Checks | None = None) -> KernelReport:
+    crit = ref.criteria
+    candidate = read_source(candidate_path, "candidate")
+    cand_sha = hashlib.sha256(candidate.encode()).hexdigest()
+    checks = _scanned or Checks()
+    if _scanned is None:
+        _scan(checks, candidate, ref.task.source, crit)
+    metrics: dict = {}
+    if not checks.all_passed() and crit.scan.stop_on_failure:
+        return _finish(checks, metrics, ref.task.sha256, cand_sha, crit, ref.backend)
+    work = Path(tempfile.mkdtemp(prefix="cand-", dir=ref.root))
+    try:
+        (work / "candidate").mkdir()
+        (work / "candidate" / "candidate.py").write_text(candidate, encoding="utf-8")
+        try:
+            ran = _check_run(ref, checks, metrics, work, cand_sha, progress)
+            if ran and checks.all_passed():
+                _timing(ref, checks, metrics, work, progress)
+        except SandboxError as exc:
+            checks.fail("no_crash", f"the sandbox failed: {exc}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if ref.shapes_note:
+        metrics["other_shapes_note"] = ref.shapes_note
+    _say(progress, "done", 1.0)
+    return _finish(checks, metrics, ref.task.sha256, cand_sha, crit, ref.backend)
+
+
+def _finish(checks: Checks, metrics: dict, task_sha: str, cand_sha: str, crit: Criteria, backend: str) -> KernelReport:
+    ordered = sorted(checks.list(), key=lambda c: CHECK_ORDER.index(c.name) if c.name in CHECK_ORDER else 99)
+    reasons = [f"{c.name}: {c.detail}" for c in ordered if not c.passed]
+    return KernelReport(passed=bool(ordered) and not reasons, reasons=reasons, checks=ordered, metrics=metrics,
+                        task_sha256=task_sha, candidate_sha256=cand_sha, criteria=crit.name,
+                        criteria_sha256=crit.sha256, backend=backend)
+
+
+def _candidate_binds(ref: ReferenceRun, work: Path) -> dict[str, Path]:
+    return {rt.IN_HARNESS: rt.harness_dir(), rt.IN_CANDIDATE: work / "candidate",
+            rt.IN_INPUTS: ref.inputs_dir, rt.IN_OPWATCH: ref.opwatch_dir}
+
+
+def _candidate_env() -> dict[str, str]:
+    ext = f"{rt.WORKDIR}/ext"
+    return rt.base_env(TORCH_EXTENSIONS_DIR=ext, ASSAY_KERNEL_BUILD_DIR=ext)
+
+
+def _opwatch_path(ref: ReferenceRun) -> str:
+    so = next(ref.opwatch_dir.glob("assay_opwatch_*.so"))
+    return f"{rt.IN_OPWATCH}/{so.name}"
+
+
+def _check_run(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, cand_sha: str,
+               progress: Progress | None) -> bool:
+    crit, lim = ref.criteria, ref.criteria.limits
+    ws = work / "check"
+    (ws / "out").mkdir(parents=True)
+    (ws / "home").mkdir()
+    ext_cache = ref.cache_dir / "ext" / cand_sha[:32]
+    rt.copy_tree(ext_cache, ws / "ext")
+    runs = []
+    for r in ref.runs:
+        runs.append({
+            "id": r["id"], "inputs_file": f"{rt.IN_INPUTS}/run_{r['id']}.safetensors", "inputs": r["inputs"],
+            "init_args": r["init_args"], "reuse_buffers_of": r["reuse_buffers_of"],
+            "out_file": f"{rt.WORKDIR}/out/run_{r['id']}.safetensors",
+            "poison": [{"shape": o["shape"], "dtype": o["dtype"]} for o in r["outputs"]],
+        })
+    worker_plan = {"role": "check", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref),
+                   "init_seed": ref.init_seed, "runs": runs}
+    plan = {"mode": "check", "candidate": rt.worker_spec(worker_plan, _candidate_env()),
+            "settle_s": crit.settle.seconds, "candidate_roots": rt.CANDIDATE_ROOTS, "limits": _limits(crit)}
+    timeout = lim.import_timeout_s + len(runs) * (lim.forward_timeout_s + crit.settle.seconds + 5) + 60
+    _say(progress, "building and checking the candidate", 0.2)
+    sandbox = rt.open_verification_sandbox(ws, _candidate_binds(ref, work),
+                                           rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
+                                           ref.backend)
+    try:
+        result, res = rt.run_supervised(sandbox, plan, timeout, _candidate_env())
+        metrics["check_wall_s"] = round(res.duration_s, 3)
+        finished = judge_lifecycle(checks, result, res, "check")
+        log = (result or {}).get("log") or []
+        if result:
+            metrics["peak_rss_mb"] = result.get("peak_rss_mb")
+        mapped = sorted({p for e in log if isinstance(e, dict) for p in (e.get("mapped") or [])})
+        hidden = any(isinstance(e, dict) and e.get("mapped") is None and "mapped" in e for e in log)
+        if finished:
+            _symbols(sandbox, mapped, hidden, checks, crit)
+    finally:
+        sandbox.close()
+    rt.copy_tree(ws / "ext", ext_cache)
+    if not finished:
+        return False
+    report = result.get("report") if isinstance(result.get("report"), dict) else {}
+    _judge_check(ref, checks, metrics, ws, report, log)
+    return True
+
+
+def _limits(crit: Criteria) -> dict:
+    lim = crit.limits
+    return {"import_timeout_s": lim.import_timeout_s, "forward_timeout_s": lim.forward_timeout_s,
+            "memory_mb": lim.memory_mb, "max_processes": lim.max_processes,
+            "build_max_processes": lim.build_max_processes, "output_bytes": lim.output_bytes}
+
+
+def _symbols(sandbox, mapped: list[str], hidden: bool, checks: Checks, crit: Criteria) -> None:
+    """Which torch functions the candidate's own shared libraries import: at::_ops::X::call
+    for an op outside the allowed list, at::native/at::cpu kernels, the dispatcher or the op
+    recorder, dlsym, threads. Read from the binaries, so macros and threads hide nothing."""
+    from assay.verifiers.kernel_symbols import judge_symbols
+
+    if hidden:
+        checks.fail("extension_symbols", "the candidate's process hid its memory maps (made itself non-dumpable)")
+        return
+    deleted = [p for p in mapped if p.endswith(" (deleted)")]
+    files = [p for p in mapped if not p.endswith(" (deleted)")]
+    if deleted:
+        checks.fail("extension_symbols", f"the candidate runs code from deleted files: {', '.join(deleted[:3])}")
+    if not files:
+        checks.ok("extension_symbols", "the candidate loads no shared library of its own")
+        return
+    res = sandbox.exec(["nm", "-D", "--undefined-only", "-C", *files], timeout=120)
+    if res.exit_code != 0 or res.truncated:
+        checks.fail("extension_symbols", f"cannot read the symbols of {', '.join(files)}: {res.stderr.strip()[-300:]}")
+        return
+    problems = judge_symbols(res.stdout, crit)
+    if problems:
+        checks.fail("extension_symbols", "; ".join(problems[:8]))
+    else:
+        checks.ok("extension_symbols", f"{len(files)} library(ies) import only allowed torch symbols")
+
+
+def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, report: dict, log: list) -> None:
+    crit = ref.criteria
+    records = {r.get("id"): r for r in report.get("runs") or [] if isinstance(r, dict)}
+    settle = {e.get("run"): e for e in log if isinstance(e, dict) and "run" in e}
+    allowed = set(crit.ops.allowed)
+    bad_ops: dict[str, int] = {}
+    outputs: dict[int, list] = {}
+    expected: dict[int, list] = {}
+    wrong_trials, wrong_shapes, replays, notes = [], [], [], []
+    max_err = 0.0
+    for run in ref.runs:
+        rid = run["id"]
+        rec = records.get(rid)
+        if rec is None:
+            checks.fail("harness_integrity", f"run {rid}: the worker's report is missing (was the harness patched?)")
+            continue
+        label = f"run {rid} ({'task shape' if run['kind'] == 'trial' else _shape_label(run)})"
+        for src in ("ops", "foreign_ops"):
+            for op, n in (rec.get(src) or {}).items():
+                if op not in allowed:
+                    key = op + (" (on another thread)" if src == "foreign_ops" else "")
+                    bad_ops[key] = bad_ops.get(key, 0) + int(n)
+        if rec.get("output_type") or rec.get("not_plain"):
+            checks.fail("plain_tensor_output", f"{label}: forward returned {rec.get('output_type')}, not a plain torch.Tensor")
+            continue
+        if rec.get("bad_device"):
+            checks.fail("plain_tensor_output", f"{label}: output on {rec['bad_device']}, not a dense CPU tensor")
+            continue
+        if rec.get("aliases_input"):
+            checks.fail("no_alias", f"{label}: the output shares memory with an input")
+        if rec.get("aliases_earlier_output"):
+            checks.fail("no_alias", f"{label}: the output reuses the memory of an earlier call's output")
+        if rec.get("aliases_other_output"):
+            checks.fail("no_alias", f"{label}: two outputs share memory")
+        if rec.get("inputs_changed"):
+            checks.fail("no_input_mutation", f"{label}: forward changed input(s) {rec['inputs_changed']}")
+        s = settle.get(rid) or {}
+        if s.get("extra_processes"):
+            checks.fail("no_work_after_return", f"{label}: {len(s['extra_processes'])} process(es) of the candidate still alive after forward returned")
+        if s.get("settle_s") and float(s.get("settle_cpu_s", 0)) > crit.settle.max_cpu_fraction * float(s["settle_s"]):
+            checks.fail("no_work_after_return", f"{label}: the candidate used {float(s['settle_cpu_s']):.2f} s of CPU in the {float(s['settle_s']):.2f} s after forward returned")
+        if int(s.get("py_threads") or 0) > 0:
+            checks.fail("no_work_after_return", f"{label}: {s['py_threads']} thread(s) the candidate started were running when forward returned")
+        if rec.get("changed_after_return"):
+            checks.fail("no_work_after_return", f"{label}: the output changed after forward returned")
+        want = load_tensors(ref.ref_ws / "expected", f"run_{rid}.safetensors", 1 << 34)
+        limit = sum(_nbytes(o) for o in run["outputs"]) * 2 + (1 << 20)
+        got = load_tensors(ws / "out", f"run_{rid}.safetensors", limit)
+        if want is None:
+            raise UserError(f"the reference output of run {rid} is missing", "rerun the verification")
+        if got is None:
+            checks.fail("harness_integrity", f"{label}: the candidate's output file is missing or malformed")
+            continue
+        want_list = [want[o["key"]] for o in run["outputs"]]
+        got_list = [got.get(f"out_{j}") for j in range(len(want_list))]
+        expected[rid], outputs[rid] = want_list, got_list
+        if len(got) != len(want_list) or any(g is None for g in got_list):
+            (wrong_trials if run["kind"] == "trial" else wrong_shapes).append(f"{label}: {len(got)} output(s) instead of {len(want_list)}")
+            continue
+        for j, (g, w) in enumerate(zip(got_list, want_list)):
+            ok, why, err = compare(g, w, crit)
+            max_err = max(max_err, err if err != float("inf") else max_err)
+            if ok:
+                continue
+            blank = unwritten(g, w)
+            msg = f"{label} output {j}: " + (f"{why}; {blank}" if blank else why)
+            (wrong_trials if run["kind"] == "trial" else wrong_shapes).append(msg)
+            for earlier in outputs:
+                if earlier == rid:
+                    continue
+                prev, prev_want = outputs[earlier], expected[earlier]
+                if j < len(prev) and prev[j] is not None and (
+                        same_values(g, prev[j], crit) or same_values(g, prev_want[j], crit)):
+                    how = "same input memory, new values" if run.get("reuse_buffers_of") == earlier else "different inputs"
+                    replays.append(f"{label} returned the output of run {earlier} ({how})")
+                    break
+    if bad_ops:
+        shown = ", ".join(f"{op} x{n}" for op, n in sorted(bad_ops.items(), key=lambda kv: -kv[1])[:8])
+        checks.fail("no_torch_compute", f"forward dispatched torch ops beyond allocation: {shown}")
+    else:
+        checks.ok("no_torch_compute", "forward dispatched only allocation and view ops")
+    integrity = report.get("integrity")
+    if not isinstance(integrity, list):
+        checks.fail("harness_integrity", "the worker's integrity report is missing")
+    elif integrity:
+        checks.fail("harness_integrity", "; ".join(str(p) for p in integrity[:8]))
+    else:
+        checks.ok("harness_integrity", "clocks, comparisons and harness code untouched")
+    n_trials = sum(1 for r in ref.runs if r["kind"] == "trial")
+    n_shapes = len(ref.runs) - n_trials
+    if wrong_trials or wrong_shapes:
+        checks.fail("correctness", f"{len(wrong_trials) + len(wrong_shapes)} of {len(ref.runs)} runs wrong: "
+                    + "; ".join((wrong_trials + wrong_shapes)[:4]))
+    else:
+        checks.ok("correctness", f"{n_trials} trials and {n_shapes} other shapes match (max abs error {max_err:.3g})")
+    if wrong_shapes:
+        checks.fail("other_shapes", "; ".join(wrong_shapes[:3]))
+    else:
+        checks.ok("other_shapes", ref.shapes_note or f"{n_shapes} other shapes match: "
+                  + ", ".join(_shape_label(r) for r in ref.runs if r["kind"] == "shape"))
+    if replays:
+        checks.fail("no_replay", "; ".join(replays[:4]))
+    else:
+        checks.ok("no_replay", "every run's output belongs to its own inputs")
+    for name, detail in (("plain_tensor_output", "every output is a plain CPU torch.Tensor"),
+                         ("no_alias", "outputs share memory with no input and no earlier output"),
+                         ("no_input_mutation", "inputs unchanged by forward"),
+                         ("no_work_after_return", "nothing ran after forward returned")):
+        checks.ok(name, detail)
+    metrics["max_abs_error"] = max_err
+    metrics["runs"] = len(ref.runs)
+    metrics["forward_s"] = [round(float(e.get("forward_s", 0)), 4) for e in log if isinstance(e, dict) and "run" in e]
+
+
+def _shape_label(run: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in run["overrides"].items())
+
+
+def _nbytes(spec: dict) -> int:
+    import math
+
+    size = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2}.get(spec["dtype"], 8)
+    return math.prod(spec["shape"]) * size
+
+
+# ---------------------------------------------------------------------------------- timing
+
+def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> None:
+    """Fill the inductor cache for this task in a reference sandbox (no candidate there), so the
+    timing sandbox's compiled Model loads instead of compiling."""
+    if ref.compile_warm is not None:
+        return
+    crit, lim = ref.criteria, ref.criteria.limits
+    cache = ref.cache_dir / "inductor" / ref.task.sha256[:32]
+    ws = ref.root / "warm"
+    rt.copy_tree(cache, ws / "inductor")
+    (ws / "home").mkdir(exist_ok=True)
+    first = ref.runs[0]
+    plan = {"role": "warm", "task": f"{rt.IN_TASK}/task.py", "init_seed": ref.init_seed,
+            "init_args": first["init_args"], "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors",
+            "inputs": first["inputs"]}
+    _say(progress, "compiling the torch.compile baseline", 0.5)
+    timeout = lim.import_timeout_s
+    sandbox = rt.open_verification_sandbox(
+        ws, {rt.IN_HARNESS: rt.harness_dir(), rt.IN_TASK: ref.root / "task", rt.IN_INPUTS: ref.inputs_dir},
+        rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30), ref.backend)
+    try:
+        report, res = rt.run_plain(sandbox, plan, timeout, rt.base_env(TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor"))
+    finally:
+        sandbox.close()
+    if not report or not report.get("ok"):
+        raise UserError(f"torch.compile of the task's Model failed: {(report or {}).get('error') or res.stderr[-1500:]}",
+                        "check that the task compiles with torch.compile on this machine")
+    rt.copy_tree(ws / "inductor", cache)
+    ref.compile_warm = report
+
+
+def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progress: Progress | None) -> None:
+    crit, lim, tm = ref.criteria, ref.criteria.limits, ref.criteria.timing
+    _compile_warm(ref, progress)
+    ws = work / "timing"
+    for sub in ("audit", "audit-ref", "home", "refhome"):
+        (ws / sub).mkdir(parents=True)
+    rt.copy_tree(ref.root / "warm" / "inductor", ws / "inductor")
+    rt.copy_tree(work / "check" / "ext", ws / "ext")
+    first = ref.runs[0]
+    common = {"init_seed": ref.init_seed, "init_args": first["init_args"],
+              "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors", "inputs": first["inputs"],
+              "perturb_elements": tm.perturb_elements, "flush_mb": tm.flush_mb}
+    ref_plan = {"role": "time-ref", "task": f"{rt.IN_TASK}/task.py", "copy_bytes": first["min_bytes"], **common}
+    cand_plan = {"role": "time-cand", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref), **common}
+    ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
+    plan = {
+        "mode": "time",
+        "reference": rt.worker_spec(ref_plan, ref_env),
+        "candidate": rt.worker_spec(cand_plan, _candidate_env()),
+        "subjects": ["eager", "compiled", "copy", "candidate"],
+        "rounds": tm.rounds, "target_round_s": tm.target_round_s, "max_iters": tm.max_iters_per_round,
+        "warmup_iters": tm.warmup_iters, "limits": _limits(crit), "candidate_roots": rt.CANDIDATE_ROOTS,
+        "audit_candidate": f"{rt.WORKDIR}/audit/candidate.safetensors",
+        "audit_reference": f"{rt.WORKDIR}/audit-ref/reference.safetensors",
+    }
+    per_round = tm.target_round_s * 3 * 4 + 1
+    timeout = 2 * lim.import_timeout_s + tm.rounds * per_round + 4 * lim.forward_timeout_s * (tm.warmup_iters + 2) + 120
+    _say(progress, "timing eager, torch.compile and the candidate", 0.65)
+    binds = _candidate_binds(ref, work)
+    binds[rt.IN_TASK] = ref.root / "task"
+    sandbox = rt.open_verification_sandbox(ws, binds, rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
+                                           ref.backend)
+    try:
+        started = time.monotonic()
+        result, res = rt.run_supervised(sandbox, plan, timeout, _candidate_env())
+        host_wall = time.monotonic() - started
+    finally:
+        sandbox.close()
+    if not judge_lifecycle(checks, result, res, "timing"):
+        return
+    log = [e for e in result.get("log") or [] if isinstance(e, dict)]
+    report = result.get("report") if isinstance(result.get("report"), dict) else {}
+    allowed = set(crit.ops.allowed)
+    bad = {op: n for src in ("ops", "foreign_ops") for op, n in (report.get(src) or {}).items() if op not in allowed}
+    if bad:
+        checks.fail("no_torch_compute", "while timed, forward dispatched " + ", ".join(f"{k} x{v}" for k, v in list(bad.items())[:8]))
+    if report.get("integrity"):
+        checks.fail("harness_integrity", "while timed: " + "; ".join(map(str, report["integrity"][:8])))
+    _audit(ref, checks, ws, result, report)
+
+    times = {s: median_per_iter(log, s) for s in ("eager", "compiled", "copy", "candidate")}
+    t_eager, t_comp, t_copy, t_cand = (times[s][0] for s in ("eager", "compiled", "copy", "candidate"))
+    problems = list(result.get("integrity") or [])
+    ratio = scaling(times["candidate"][1])
+    if not ratio >= tm.scaling_min:
+        problems.append(f"the candidate's time does not follow its iteration count (2n/n = {ratio:.2f}, need >= {tm.scaling_min})")
+    windows = sum(float(e.get("wall_s", 0)) for e in log)
+    if windows > host_wall + 0.5:
+        problems.append(f"the timed windows add up to {windows:.2f} s, more than the {host_wall:.2f} s the exec took")
+    if problems:
+        checks.fail("timing_integrity", "; ".join(problems))
+    else:
+        checks.ok("timing_integrity", f"supervisor clock, interleaved rounds, 2n/n = {ratio:.2f}")
+    min_bytes = int(first["min_bytes"])
+    copy_bytes = int(result.get("copy_bytes") or min_bytes)
+    t_copy_task = t_copy * min_bytes / max(copy_bytes, 1)
+    bound = t_copy_task / crit.roofline.slack
+    speed_eager, speed_comp = t_eager / t_cand, t_comp / t_cand
+    cand_rounds = times["candidate"][1]
+    metrics.update({
+        "speedup_vs_eager": round(speed_eager, 4),
+        "speedup_vs_compile": round(speed_comp, 4),
+        "time_candidate_s": t_cand, "time_eager_s": t_eager, "time_compile_s": t_comp, "time_copy_s": t_copy_task,
+        "copy_bandwidth_gbs": round(min_bytes / t_copy_task / 1e9, 3),
+        "candidate_bandwidth_gbs": round(min_bytes / t_cand / 1e9, 3),
+        "bandwidth_fraction": round(t_copy_task / t_cand, 4),
+        "min_bytes": min_bytes,
+        "timing_rounds": len(cand_rounds),
+        "timing_iterations": sum(int(e["n"]) for e in cand_rounds),
+        "cpu_per_wall": {s: round(sum(float(e["cpu_s"]) for e in times[s][1])
+                                  / max(sum(float(e["wall_s"]) for e in times[s][1]), 1e-9), 3) for s in times},
+        "round_ms": {s: [round(1e3 * float(e["wall_s"]) / int(e["n"]), 3) for e in times[s][1]] for s in times},
+        "timing_wall_s": round(res.duration_s, 3),
+    })
+    if t_cand < bound:
+        checks.fail("roofline", f"{t_cand * 1e3:.3f} ms per call is faster than copying the task's {min_bytes} bytes "
+                    f"({t_copy_task * 1e3:.3f} ms at {metrics['copy_bandwidth_gbs']} GB/s) allows, even with slack {crit.roofline.slack}")
+    else:
+        checks.ok("roofline", f"{metrics['candidate_bandwidth_gbs']} GB/s of {metrics['copy_bandwidth_gbs']} GB/s copy bandwidth")
+    need = crit.speed.min_speedup_vs_eager
+    checks.set("speed", speed_eager >= need,
+               f"{speed_eager:.3f}x eager, {speed_comp:.3f}x torch.compile (need >= {need}x eager)")
+
+
+def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: dict) -> None:
+    """The audited timed iteration: what the candidate returned there vs what the eager Model
+    gives for the same (perturbed) input."""
+    audit = result.get("audit")
+    if not isinstance(audit, dict):
+        checks.fail("consistent_when_timed", "no timed iteration was audited")
+        return
+    limit = sum(_nbytes(o) for o in ref.runs[0]["outputs"]) * 2 + (1 << 20)
+    want = load_tensors(ws / "audit-ref", "reference.safetensors", limit)
+    if want is None:
+        checks.fail("timing_integrity", "the reference's audit output is missing (was its folder replaced?)")
+        return
+    if report.get("audit_saved") != "saved":
+        checks.fail("consistent_when_timed", f"the audited timed call returned no plain tensor ({report.get('audit_saved')})")
+        return
+    got = load_tensors(ws / "audit", "candidate.safetensors", limit)
+    if got is None or len(got) != len(want):
+        checks.fail("consistent_when_timed", "the audited timed output is missing or malformed")
+        return
+    for key in sorted(want):
+        ok, why, _ = compare(got[key], want[key], ref.criteria) if key in got else (False, "missing", 0)
+        if not ok:
+            checks.fail("consistent_when_timed",
+                        f"timed iteration {audit.get('index')} of round {audit.get('round')} returned a wrong output: {why}")
+            return
+    checks.ok("consistent_when_timed", f"timed iteration {audit.get('index')} of round {audit.get('round')} matches eager")
+
+
+def report_json(report: KernelReport) -> str:
+    return json.dumps(report.to_json(), indent=None, sort_keys=False, default=str)

@@ -1,0 +1,177 @@
+"""Sandbox plumbing for the kernel verifier: where things are mounted, how the harness is run,
+and the verifier's caches (C++ builds, torch.compile's inductor cache, the op recorder).
+
+Every piece of task or candidate code runs in a sandbox opened here; the verifier process
+itself only writes plans, reads results and compares tensors.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+from assay.errors import UserError
+from assay.sandbox.backends import open_sandbox
+from assay.sandbox.base import ExecResult, Sandbox, SandboxLimits, SandboxSpec
+
+# Inside every verification sandbox.
+IN_HARNESS = "/assay/harness"
+IN_TASK = "/assay/task"
+IN_CANDIDATE = "/assay/candidate"
+IN_INPUTS = "/assay/inputs"
+IN_OPWATCH = "/assay/opwatch"
+WORKDIR = "/workspace"
+PYTHON = ["python", "-I", "-B"]
+# Where a candidate can put files of its own: its workspace and the sandbox's private tmpfs.
+CANDIDATE_ROOTS = [WORKDIR, "/tmp", "/dev/shm", IN_CANDIDATE]
+RESULT_MARK = "@@ASSAY "
+MAX_CACHE_COPY = 512 << 20
+
+
+def harness_dir() -> Path:
+    return Path(str(resources.files("assay.verifiers").joinpath("harness")))
+
+
+def default_cache_dir() -> Path:
+    from assay.settings import settings
+
+    return settings().home / "cache" / "kernel-verifier"
+
+
+@contextmanager
+def locked(path: Path):
+    """Serialise builds of the same cache entry across verifier processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def sandbox_limits(memory_mb: int, pids: int, timeout_s: float) -> SandboxLimits:
+    return SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb, pids=pids,
+                         cpus=float(os.cpu_count() or 2), output_bytes=16 << 20)
+
+
+def open_verification_sandbox(workspace: Path, binds: dict[str, Path], limits: SandboxLimits,
+                              backend: str) -> Sandbox:
+    spec = SandboxSpec(workspace=workspace, limits=limits,
+                       ro_binds=tuple((path, inside) for inside, path in binds.items()), workdir=WORKDIR)
+    return open_sandbox(spec, backend=None if backend == "auto" else backend)
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """The harness's environment inside a sandbox (on top of the sandbox's own small one)."""
+    env = {
+        "HOME": f"{WORKDIR}/home",
+        "TMPDIR": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "MAX_JOBS": str(os.cpu_count() or 2),
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+    }
+    env.update(extra)
+    return env
+
+
+def parse_result(result: ExecResult) -> dict | None:
+    """The harness's one result line; None when it never printed one (it died first)."""
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith(RESULT_MARK):
+            try:
+                value = json.loads(line[len(RESULT_MARK):])
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def run_plain(sandbox: Sandbox, plan: dict, timeout: float, env: dict[str, str]) -> tuple[dict | None, ExecResult]:
+    result = sandbox.exec(PYTHON + [f"{IN_HARNESS}/worker.py", "--plain"], timeout=timeout,
+                          stdin=json.dumps(plan) + "\n", env=env)
+    return parse_result(result), result
+
+
+def run_supervised(sandbox: Sandbox, plan: dict, timeout: float, env: dict[str, str]) -> tuple[dict | None, ExecResult]:
+    result = sandbox.exec(PYTHON + [f"{IN_HARNESS}/supervisor.py"], timeout=timeout,
+                          stdin=json.dumps(plan), env=env)
+    return parse_result(result), result
+
+
+def worker_spec(plan: dict, env: dict[str, str]) -> dict:
+    return {"argv": PYTHON + [f"{IN_HARNESS}/worker.py"], "env": env, "cwd": WORKDIR, "plan": plan}
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    """Copy a cache folder; links stay links (never followed), a runaway size is refused, and
+    stale build locks are left behind."""
+    if not src.is_dir():
+        dst.mkdir(parents=True, exist_ok=True)
+        return
+    total = 0
+    for root, _dirs, files in os.walk(src):
+        for name in files:
+            p = Path(root) / name
+            if not p.is_symlink():
+                total += p.stat().st_size
+    if total > MAX_CACHE_COPY:
+        dst.mkdir(parents=True, exist_ok=True)
+        return
+    if dst.exists():
+        shutil.rmtree(dst)
+    # torch's build lock ("lock", a FileBaton) left by a killed build would stall every later one.
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns("lock", "*.lock"))
+
+
+# ------------------------------------------------------------------------- the op recorder
+
+def _torch_version() -> str:
+    from importlib.metadata import version
+
+    return version("torch")
+
+
+def opwatch_library(cache_dir: Path, backend: str) -> Path:
+    """The compiled op recorder (harness/opwatch.cpp), built once per source, torch and Python
+    in a sandbox of its own; returns the folder holding `assay_opwatch_<key>.so`."""
+    source = (harness_dir() / "opwatch.cpp").read_bytes()
+    key = hashlib.sha256(source + _torch_version().encode() + sys.version.encode()).hexdigest()[:16]
+    name = f"assay_opwatch_{key}"
+    home = cache_dir / "opwatch" / key
+    built = home / "build" / f"{name}.so"
+    if built.is_file():
+        return built.parent
+    with locked(cache_dir / "opwatch" / f"{key}.lock"):
+        if built.is_file():
+            return built.parent
+        home.mkdir(parents=True, exist_ok=True)
+        script = (
+            "import os, torch\n"
+            "from torch.utils.cpp_extension import load_inline\n"
+            f"src = open('{IN_HARNESS}/opwatch.cpp').read()\n"
+            f"os.makedirs('{WORKDIR}/build', exist_ok=True)\n"
+            f"m = load_inline(name='{name}', cpp_sources=[src], extra_cflags=['-O2'],\n"
+            f"                build_directory='{WORKDIR}/build', verbose=False)\n"
+            "m.install(); assert m.installed()\n"
+            "print('@@ASSAY {\"ok\": true}')\n"
+        )
+        limits = sandbox_limits(4096, 256, 900)
+        sandbox = open_verification_sandbox(home, {IN_HARNESS: harness_dir()}, limits, backend)
+        try:
+            result = sandbox.exec(PYTHON + ["-c", script], timeout=900, env=base_env(HOME=WORKDIR))
+        finally:
+            sandbox.close()
+        if parse_result(result) is None or not built.is_file():
+            tail = (result.stderr or result.stdout)[-2000:]
+            raise UserError(f"the verifier's op recorder did not build in the sandbox: {tail.strip()}",
+                            "check that g++ and torch's headers are present (the sandbox binds /usr and the venv)")
+    return built.parent
