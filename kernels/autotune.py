@@ -71,7 +71,7 @@ def plan_rounds(space: SearchSpace, seeds: list[dict], exact: bool, warm_extra: 
 
 
 def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpace,
-             cache: AutotuneCache | None = None, *, warm_extra: int = 4, round_size: int = 8,
+             cache: AutotuneCache | None = None, *, warm_extra: int = 4, round_size: int = 12,
              reps: int = 7, budget_s: float | None = None, timeout: float = 600,
              progress: Progress | None = None) -> TuneResult:
     """Search `space` for `template` on `task`; seeds from `cache` and records into it.

@@ -140,15 +140,68 @@ def cmd_bench(args) -> None:
     _common.emit(out)
 
 
+_STREAM_COPY = r"""
+#include <immintrin.h>
+#include <string.h>
+#include <omp.h>
+// The best copy this machine does: all threads, streaming stores (no read-for-ownership of dst).
+extern "C" void assay_stream_copy(float* dst, const float* src, long n) {
+#pragma omp parallel for schedule(static)
+  for (long b = 0; b < n / 4096; ++b) {
+    float* d = dst + b * 4096;
+    const float* s = src + b * 4096;
+#if defined(__AVX512F__)
+    for (long i = 0; i < 4096; i += 16) _mm512_stream_ps(d + i, _mm512_loadu_ps(s + i));
+#elif defined(__AVX__)
+    for (long i = 0; i < 4096; i += 8) _mm256_stream_ps(d + i, _mm256_loadu_ps(s + i));
+#else
+    memcpy(d, s, 4096 * sizeof(float));
+#endif
+  }
+  _mm_sfence();
+}
+"""
+
+
+def _stream_copy_fn():
+    import ctypes
+    import hashlib
+
+    from torch.utils.cpp_extension import load
+
+    root = os.environ.get("ASSAY_KERNEL_BUILD_DIR") or os.path.join(os.getcwd(), ".assay-build")
+    build = os.path.join(root, "copy_" + hashlib.sha256(_STREAM_COPY.encode()).hexdigest()[:12])
+    os.makedirs(build, exist_ok=True)
+    src = os.path.join(build, "copy.cpp")
+    if not os.path.exists(src):
+        with open(src + ".tmp", "w") as f:
+            f.write(_STREAM_COPY)
+        os.replace(src + ".tmp", src)
+    so = load(name="assay_stream_copy", sources=[src], extra_cflags=["-O3", "-march=native", "-fopenmp"],
+              extra_ldflags=["-fopenmp"], build_directory=build, is_python_module=False)
+    fn = ctypes.CDLL(so).assay_stream_copy
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    return fn
+
+
 def _copy_bandwidth(flush, reps: int) -> dict:
-    """GB/s of a large memory-to-memory copy (read + write), the roofline for streaming kernels."""
+    """GB/s of a large memory-to-memory copy (read + write), the roofline for streaming kernels:
+    the better of torch's copy_ and an all-thread streaming-store copy, so a kernel that uses
+    streaming stores is measured against a copy that does too."""
     import torch
 
     src = torch.randn(16 << 20)  # 64 MB: twice the last-level cache here, so it comes from DRAM
     dst = torch.empty_like(src)
-    t = _common.time_interleaved({"copy": lambda: dst.copy_(src)}, (), max(reps, 10), 2, flush)
+    fns = {"copy_": lambda: dst.copy_(src)}
+    try:
+        stream = _stream_copy_fn()
+        fns["stream"] = lambda: stream(dst.data_ptr(), src.data_ptr(), src.numel())
+    except Exception:  # no compiler: torch's copy alone is the roofline
+        pass
+    t = _common.time_interleaved(fns, (), max(reps, 10), 2, flush)
     moved = 2 * src.numel() * 4
-    return {"median": moved / t["copy"]["median_s"] / 1e9, "best": moved / t["copy"]["min_s"] / 1e9}
+    return {"median": max(moved / v["median_s"] for v in t.values()) / 1e9,
+            "best": max(moved / v["min_s"] for v in t.values()) / 1e9}
 
 
 def cmd_tune(args) -> None:

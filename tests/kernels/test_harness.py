@@ -7,15 +7,30 @@ import json
 import pytest
 
 from assay.errors import UserError
-from assay.kernels import benchmark, build, inspect_task, plan, render
+from assay.kernels import benchmark, build, inspect_task, inspect_tasks, plan, render
 from assay.kernels.runner import call_harness, sandbox_path
 
 from .conftest import EXAMPLES, shrink
 
+NAMES = ["scale_clamp_mul", "silu", "softmax", "gelu"]
 
-def test_inspect_reports_normalised_graph_not_source(ksb, task_dir):
-    task = shrink(EXAMPLES / "scale_clamp_mul.py", task_dir)
-    info = inspect_task(ksb, task)
+
+@pytest.fixture(scope="module")
+def inspected(_kernel_sandbox_session):
+    """The tasks these tests use, shrunk and inspected in one sandboxed process."""
+    import tempfile
+    from pathlib import Path
+
+    sb, _ = _kernel_sandbox_session
+    if sb is None:
+        return {}
+    d = Path(tempfile.mkdtemp(dir=Path(sb.spec.workspace) / "tasks"))
+    tasks = [shrink(EXAMPLES / f"{n}.py", d) for n in NAMES]
+    return {n: (t, i) for n, t, i in zip(NAMES, tasks, inspect_tasks(sb, tasks))}
+
+
+def test_inspect_reports_normalised_graph_not_source(ksb, inspected):
+    info = inspected["scale_clamp_mul"][1]
     assert [n["op"] for n in info.nodes] == ["mul", "clamp", "mul"]
     assert info.nodes[0]["args"] == {"input": "%in0", "other": 1.5}
     assert info.nodes[2]["args"]["other"] == "%p0"          # the multiplier, by position not by name
@@ -41,9 +56,8 @@ def test_inspect_of_a_broken_task_is_a_user_error(ksb, task_dir):
     assert "could not be imported" in exc.value.problem
 
 
-def test_build_failure_carries_the_compiler_log(ksb, task_dir):
-    task = shrink(EXAMPLES / "silu.py", task_dir)
-    p = plan(inspect_task(ksb, task))[0]
+def test_build_failure_carries_the_compiler_log(ksb, task_dir, inspected):
+    p = plan(inspected["silu"][1])[0]
     src = render(p.template, p.space.configs[0]).replace("vsilu(x0)", "vsilu_missing(x0)")
     cand = task_dir / "bad_candidate.py"
     cand.write_text(src)
@@ -52,9 +66,9 @@ def test_build_failure_carries_the_compiler_log(ksb, task_dir):
     assert "vsilu_missing" in res.detail
 
 
-def test_build_test_bench_tune_contracts(ksb, task_dir):
-    task = shrink(EXAMPLES / "softmax.py", task_dir)
-    p = plan(inspect_task(ksb, task))[0]
+def test_build_test_bench_tune_contracts(ksb, task_dir, inspected):
+    task, info = inspected["softmax"]
+    p = plan(info)[0]
     cand = task_dir / "candidate.py"
     cand.write_text(render(p.template, p.space.configs[:3], selected=1))
 
@@ -80,9 +94,9 @@ def test_build_test_bench_tune_contracts(ksb, task_dir):
         assert r["ok"] and r["median_s"] > 0 and r["done_unix"] >= out["started_unix"]
 
 
-def test_bench_flags_a_wrong_candidate(ksb, task_dir):
-    task = shrink(EXAMPLES / "gelu.py", task_dir)
-    p = plan(inspect_task(ksb, task))[0]
+def test_bench_flags_a_wrong_candidate(ksb, task_dir, inspected):
+    task, info = inspected["gelu"]
+    p = plan(info)[0]
     # a candidate that computes the tanh approximation instead of exact GELU
     src = render(p.template, p.space.configs[0]).replace("vgelu(x0)", "vgelu_tanh(x0)")
     cand = task_dir / "wrong.py"
