@@ -3,6 +3,13 @@
 Paths are checked twice: lexically and with symlinks resolved by the capability layer, and
 again on the opened file descriptor, because code in the sandbox can swap a directory for a
 symlink between the check and the open.
+
+Code in the sandbox can also plant things that are neither files nor folders: a FIFO would
+block an open() forever (no writer, or no reader) and with it a worker of the server, so
+every open is non-blocking and anything but a regular file or a folder is refused. A hard
+link is a second name for a file, one a path rule may forbid (`task.py`), so writes refuse
+a file with more than one name. Listings walk the opened folder by descriptor, never by
+path, so a folder swapped for a symlink mid-walk is not followed out of the workspace.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ WRITE_CAP = 4 * 1024 * 1024
 
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _inside(ws: Path, fd: int) -> bool:
@@ -56,12 +66,12 @@ def open_in_workspace(ws: Path, path: str, flags: int, mode: int = 0o644) -> int
         parts = () if str(rel) == "." else rel.parts
         for i, part in enumerate(parts[:-1]):
             try:
-                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=dir_fd)
             except FileNotFoundError:
                 if not flags & os.O_CREAT:
                     raise ToolFailure(f"{path!r} does not exist") from None
                 os.mkdir(part, 0o755, dir_fd=dir_fd)
-                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=dir_fd)
                 _own_like_workspace(ws, nxt)
             except OSError:
                 raise ToolFailure(f"{'/'.join(parts[: i + 1])!r} is a symlink or not a directory; refused") from None
@@ -70,13 +80,19 @@ def open_in_workspace(ws: Path, path: str, flags: int, mode: int = 0o644) -> int
         if not parts:
             return os.dup(dir_fd)
         try:
-            fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+            # O_NONBLOCK: opening a FIFO must fail or return at once, never wait for a peer.
+            fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=dir_fd)
         except FileNotFoundError:
             raise ToolFailure(f"{path!r} does not exist") from None
         except IsADirectoryError:
             raise ToolFailure(f"{path!r} is a directory") from None
         except OSError as exc:
-            raise ToolFailure(f"cannot open {path!r}: {exc.strerror} (symlinks are refused)") from None
+            raise ToolFailure(f"cannot open {path!r}: {exc.strerror} (symlinks and special files are refused)") from None
+        mode_now = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode_now) or stat.S_ISDIR(mode_now)):
+            os.close(fd)
+            raise ToolFailure(f"{path!r} is not a regular file or folder (a FIFO, socket or device); refused")
+        os.set_blocking(fd, True)
         if not _inside(ws, fd):
             os.close(fd)
             raise ToolFailure(f"{path!r} resolves outside the workspace; refused")
@@ -115,18 +131,27 @@ class Listing(BaseModel):
 def list_files(ctx: ToolContext, args: ListArgs) -> Listing:
     """List files under a folder of the workspace (recursively, symlinks not followed)."""
     fd = open_in_workspace(ctx.workspace, args.path, os.O_RDONLY | os.O_DIRECTORY)
-    os.close(fd)
-    base = ctx.workspace / (_rel(args.path) or ".")
+    base = _rel(args.path)
     entries: list[Entry] = []
-    for root, dirs, files in os.walk(base, followlinks=False):
-        dirs.sort()
-        for name in sorted(dirs) + sorted(files):
-            full = Path(root) / name
-            st = full.lstat()
-            entries.append(Entry(path=str(full.relative_to(ctx.workspace)), size=st.st_size, is_dir=stat.S_ISDIR(st.st_mode)))
-            if len(entries) >= MAX_LIST:
-                return Listing(entries=entries, truncated=True)
-    return Listing(entries=entries, truncated=False)
+    # By descriptor: fwalk checks each folder it enters is the one it listed (no symlink
+    # swapped in since), and stats names relative to the folder's descriptor.
+    walker = os.fwalk(".", dir_fd=fd, follow_symlinks=False)
+    try:
+        for root, dirs, files, root_fd in walker:
+            dirs.sort()
+            for name in sorted(dirs) + sorted(files):
+                try:
+                    st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed while we listed
+                rel = os.path.normpath(os.path.join(base or ".", root, name))
+                entries.append(Entry(path=rel, size=st.st_size, is_dir=stat.S_ISDIR(st.st_mode)))
+                if len(entries) >= MAX_LIST:
+                    return Listing(entries=entries, truncated=True)
+        return Listing(entries=entries, truncated=False)
+    finally:
+        walker.close()
+        os.close(fd)
 
 
 class ReadArgs(_Args):
@@ -163,10 +188,19 @@ class Written(BaseModel):
 def write_file(ctx: ToolContext, args: WriteArgs) -> Written:
     """Create or overwrite a text file in the workspace (parent folders are created)."""
     data = args.content.encode()
-    fd = open_in_workspace(ctx.workspace, args.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    # Truncated only once we know this name is the file's only one.
+    fd = open_in_workspace(ctx.workspace, args.path, os.O_WRONLY | os.O_CREAT)
     with os.fdopen(fd, "wb") as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_nlink > 1:
+            raise ToolFailure(
+                f"{args.path!r} has {st.st_nlink} names (hard links); refused: another name may be one "
+                "this role must not write. Remove the extra links or write a new file"
+            )
+        os.ftruncate(fh.fileno(), 0)
         fh.write(data)
-    return Written(path=args.path, bytes_written=len(data), sha256=hashlib.sha256(data).hexdigest())
+    # Labelled, so redaction keeps it for a hash instead of taking it for a high-entropy secret.
+    return Written(path=args.path, bytes_written=len(data), sha256="sha256:" + hashlib.sha256(data).hexdigest())
 
 
 class DiffArgs(_Args):
