@@ -1,9 +1,11 @@
 """Autotuning a template's parameters in the sandbox, seeded from the cache.
 
-Cold (nothing cached for this computation): every configuration of the space is compiled into
-one shared object and timed in one harness process. Warm: only the cached best configurations
-and a few of their neighbours are built and timed, so the search skips most of the space and
-most of the compile time. Either way every measurement goes back into the cache.
+Cold (nothing cached for this computation): the space is compiled in rounds, each round's
+configurations into one shared object timed in one harness process. Warm from another size or
+machine: only the cached best configurations and a few of their neighbours are built and timed.
+Warm on this exact key (same graph, size bucket, dtype, device, backend): the cached winner is
+reused without a search (the agent's build, test and benchmark that follow, and the verifier,
+measure it anyway); `confirm=True` times it first. Every measurement goes back into the cache.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class TuneResult:
     seeded: list[dict] = field(default_factory=list)
     elapsed_s: float = 0.0
     rounds: int = 0
+    reused: bool = False            # exact-key cache hit taken without a search
     error: str | None = None
     detail: str = ""
 
@@ -72,7 +75,7 @@ def plan_rounds(space: SearchSpace, seeds: list[dict], exact: bool, warm_extra: 
 
 def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpace,
              cache: AutotuneCache | None = None, *, warm_extra: int = 4, round_size: int = 12,
-             reps: int = 7, budget_s: float | None = None, timeout: float = 600,
+             reps: int = 7, budget_s: float | None = None, confirm: bool = False, timeout: float = 600,
              progress: Progress | None = None) -> TuneResult:
     """Search `space` for `template` on `task`; seeds from `cache` and records into it.
 
@@ -82,9 +85,16 @@ def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpa
     seeds = cache.seeds(key, space) if cache is not None else []
     exact = cache is not None and any(e.key == key.digest and e.config == seeds[0]
                                       for e in cache.entries(key)) if seeds else False
+    result = TuneResult(ok=False, key=key, seeded=seeds)
+    if exact and not confirm:
+        cached = min(e.seconds for e in cache.entries(key) if e.key == key.digest and e.config == seeds[0])
+        result.trials.append(Trial(seeds[0], True, cached, cached, time.time() - start))
+        result.ok, result.best, result.best_seconds, result.reused = True, seeds[0], cached, True
+        result.elapsed_s = time.time() - start
+        _say(progress, f"autotune: reusing the cached best for {template.name} on this device", 1.0)
+        return result
     rounds = plan_rounds(space, seeds, exact, warm_extra, round_size)
     total = sum(len(r) for r in rounds)
-    result = TuneResult(ok=False, key=key, seeded=seeds)
     tune_dir = Path(sb.spec.workspace) / TUNE_DIR
     tune_dir.mkdir(parents=True, exist_ok=True)
     done = 0

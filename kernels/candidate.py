@@ -51,7 +51,7 @@ def init_lines(info, consts: list[dict], as_list: bool = False) -> list[str]:
 
     for s, step in enumerate(recipe.get("steps", [])):
         if "module" in step:
-            container(step["path"] + ".x")
+            container(step["path"])
             args = []
             for key, val in step["ctor"].items():
                 sym = symbols.get(f"{s}.ctor.{key}")

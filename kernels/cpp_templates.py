@@ -158,10 +158,6 @@ AI vf row_fold(const float* x, long n, vf init, F f) {
   for (int u = 1; u < U; ++u) acc[0] = f(acc[0], acc[u], -1L);
   return acc[0];
 }
-AI float row_max(vf a, const float* x, long n) {
-  (void)x; (void)n;
-  return vhmax(a);
-}
 """
 
 
@@ -254,15 +250,16 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
   const long nrows = D[0], cols = D[1];
   const float eps = {'K[0]' if op in ('layer_norm', 'rms_norm') else '0.f'};
   (void)eps;
-#pragma omp parallel for schedule(static) if (nrows * cols > 32768)
-  for (long r = 0; r < nrows; ++r) {{
-    const float* xr = x + r * cols;
-    float* yr = out + r * cols;
-    {row}
-  }}
-  if (NT) {{
-#pragma omp parallel
-    vfence();
+// One parallel region per call: under a busy scheduler every extra fork/join can cost a timeslice.
+#pragma omp parallel if (nrows * cols > 32768)
+  {{
+#pragma omp for schedule(static) nowait
+    for (long r = 0; r < nrows; ++r) {{
+      const float* xr = x + r * cols;
+      float* yr = out + r * cols;
+      {row}
+    }}
+    if (NT) vfence();
   }}
 }}
 """
@@ -307,10 +304,11 @@ AI vf epilogue(vf acc, long m, long col, long cnt, long N, const float* const* L
 }}
 
 // Pack B into panels of NR columns, k-major, zero-padded: the micro-kernel reads them linearly.
+// Called inside a parallel region: the threads share the panels, then meet at the barrier.
 template <int NR>
 static void pack_b(float* __restrict Bp, const float* B, long N, long Kd) {{
   const long np = (N + NR - 1) / NR;
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
   for (long p = 0; p < np; ++p) {{
     float* dst = Bp + p * Kd * NR;
     for (long j = 0; j < NR; ++j) {{
@@ -383,9 +381,10 @@ static void mm(float* C, const float* const* L, const long* D, const float* K) {
   const float* A = L[0];
   const long np = (N + NR - 1) / NR, nmb = (M + MB - 1) / MB;
   float* Bp = aligned_scratch((size_t)np * Kd * NR);
-  pack_b<NR>(Bp, L[1], N, Kd);
+  // One parallel region: pack B (the implicit barrier after it), then the tiles.
 #pragma omp parallel
   {{
+    pack_b<NR>(Bp, L[1], N, Kd);
     float* apad = aligned_scratch((size_t)MR * Kd);
     // PART 0: a thread owns row blocks (A read once); 1: it owns column panels (B read once)
 #pragma omp for collapse(2) schedule(static)

@@ -48,3 +48,31 @@ class TaskInfo:
         if kind == "p":
             return self.params[idx]
         return self.nodes[idx]
+
+
+def size_constants(source: str) -> dict[str, int]:
+    """The task's module-level UPPER_CASE integer constants: its sizes, by KernelBench convention."""
+    import ast
+
+    out = {}
+    for node in ast.parse(source).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id.isupper() and isinstance(node.value, ast.Constant)
+                and type(node.value.value) is int):
+            out[node.targets[0].id] = node.value.value
+    return out
+
+
+def resized(task: Path, dest: Path, sizes: dict[str, int]) -> Path:
+    """A copy of `task` at `dest` with some size constants overridden (appended, so the task's
+    get_inputs/get_init_inputs read the new values). For tests, the interpreter, or a verifier."""
+    src = task.read_text()
+    lines = [f"{k} = {int(v)}" for k, v in sizes.items()]
+    dest.write_text(src + "\n# sizes overridden by assay\n" + "\n".join(lines) + "\n")
+    return dest
+
+
+def shrunk(task: Path, dest: Path) -> Path:
+    """Small odd sizes (no multiple of a vector width, so every tail path runs)."""
+    sizes = {k: (max(3, v // 32 + 3) if v > 8 else v) for k, v in size_constants(task.read_text()).items()}
+    return resized(task, dest, sizes)

@@ -3,7 +3,6 @@ cache that outlives the session so reruns do not recompile, and tasks shrunk for
 
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import tempfile
@@ -15,23 +14,11 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "kernels"
 
 
-def shrunk_size(v: int) -> int:
-    # odd, not a multiple of any vector width: every tail path runs
-    return max(3, v // 32 + 3) if v > 8 else v
-
-
 def shrink(task: Path, dest: Path, name: str | None = None) -> Path:
-    """Copy a task with its module-level integer sizes made small (a verifier resizes the same way)."""
-    src = task.read_text()
-    overrides = []
-    for node in ast.parse(src).body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id.isupper() and isinstance(node.value, ast.Constant)
-                and type(node.value.value) is int):
-            overrides.append(f"{node.targets[0].id} = {shrunk_size(node.value.value)}")
-    out = dest / (name or task.name)
-    out.write_text(src + "\n# sizes for tests\n" + "\n".join(overrides) + "\n")
-    return out
+    """Copy a task with its module-level integer sizes made small and odd."""
+    from assay.kernels.task import shrunk
+
+    return shrunk(task, dest / (name or task.name))
 
 
 @pytest.fixture(scope="session")

@@ -101,6 +101,11 @@ def test_autotune_cold_then_warm(ksb, task_dir, tmp_path):
     assert all(t.ok and t.seconds > 0 for t in cold.trials)
     assert len(cache.entries(cold.key)) == 4
     events = []
-    warm = autotune(ksb, task, p.template, space, cache, reps=2, progress=lambda m, f: events.append((m, f)))
+    warm = autotune(ksb, task, p.template, space, cache, reps=2, confirm=True,
+                    progress=lambda m, f: events.append((m, f)))
     assert warm.ok and warm.rounds == 1 and [t.config for t in warm.trials] == [cold.best] == [warm.seeded[0]]
     assert "warm start" in events[0][0] and events[-1][1] == 1.0
+    # without confirm, the exact key's winner is reused: no build, no harness run
+    reused = autotune(ksb, task, p.template, space, cache)
+    assert reused.ok and reused.reused and reused.rounds == 0 and reused.best == warm.seeded[0]
+    assert reused.elapsed_s < 2
