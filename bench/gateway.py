@@ -3,8 +3,8 @@
 Parts:
 - `redaction`: assay's redaction throughput with the whole rule set, against detect-secrets on
   the same labelled corpus in the same run (bench/redaction_bench.py).
-- the per-call gateway overhead (policy + redaction + audit against the bare tool) is added
-  by the gateway's owner as another function beside `redaction_part`, merged in `main`.
+- `overhead`: the per-call gateway overhead (policy + redaction + audit, padding off) for 1 KB,
+  10 KB and 100 KB results against the bare tool, interleaved (bench/gateway_overhead.py).
 
 Run: .venv/bin/python bench/gateway.py [--size BYTES] [--repeats N]
 """
@@ -37,8 +37,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000, help="redaction corpus size in bytes")
     parser.add_argument("--repeats", type=int, default=5, help="timed redactions of the corpus")
+    parser.add_argument("--calls", type=int, default=200, help="gateway calls per result size")
     args = parser.parse_args(argv)
     result: dict = {}
+    from rich.progress import Progress
+
+    from gateway_overhead import overhead_figures
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("gateway overhead", total=3 * args.calls)
+        result["overhead"] = overhead_figures(calls=args.calls, progress=lambda: bar.advance(task))
     result.update(redaction_part(args.size, args.repeats))
     result["machine"] = machine()
     print(json.dumps(result, indent=2))

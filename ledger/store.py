@@ -239,7 +239,8 @@ class Ledger:
         step_key: str | None = None,
         fingerprint: str | None = None,
         outcome: dict[str, Any] | None = None,
-    ) -> ToolCall:
+        fetch: bool = True,
+    ) -> ToolCall | None:
         """`arguments` and `result` must already be redacted. The result itself is not kept,
         only its digest and size."""
         digest, size = result_digest(result) if result is not None else (None, None)
@@ -249,19 +250,31 @@ class Ledger:
                 run_id=run_id, key=key, step_key=step_key, tool=tool, arguments=arguments, decision=decision,
                 result_digest=digest, result_size=size, started_at=started_at, finished_at=finished_at,
                 duration_ms=duration, error=error, fingerprint=fingerprint, outcome=outcome or {},
-            )
+            ),
+            fetch=fetch,
         )
 
     def record_policy_decision(
-        self, run_id: str, *, key: str, tool: str, decision: str, reason: str = "", detail: dict[str, Any] | None = None
-    ) -> PolicyDecision:
+        self, run_id: str, *, key: str, tool: str, decision: str, reason: str = "", detail: dict[str, Any] | None = None,
+        fetch: bool = True,
+    ) -> PolicyDecision | None:
         return self._insert_once(
-            PolicyDecision(run_id=run_id, key=key, tool=tool, decision=decision, reason=reason, detail=detail or {})
+            PolicyDecision(run_id=run_id, key=key, tool=tool, decision=decision, reason=reason, detail=detail or {}),
+            fetch=fetch,
         )
 
     def tool_call(self, run_id: str, key: str) -> ToolCall | None:
         with self.session() as s:
             return s.exec(select(ToolCall).where(ToolCall.run_id == run_id, ToolCall.key == key)).first()
+
+    def recorded_outcome(self, run_id: str, key: str) -> tuple[str | None, str, dict[str, Any]] | None:
+        """(fingerprint, decision, outcome) of a recorded call: the replay check, kept lean
+        because the gateway asks it before every call that carries a client key."""
+        q = sa.select(ToolCall.fingerprint, ToolCall.decision, ToolCall.outcome).where(
+            ToolCall.run_id == run_id, ToolCall.key == key)
+        with self.session() as s:
+            row = s.execute(q).first()
+        return None if row is None else (row[0], row[1], row[2] or {})
 
     # --- approvals and submissions ------------------------------------------------------------
 
@@ -366,9 +379,16 @@ class Ledger:
         table = model.__table__
         return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
 
-    def _insert_once(self, event: E) -> E:
+    def _insert_once(self, event: E, *, fetch: bool = True) -> E | None:
+        """`fetch=False` skips reading the stored row back: the gateway's hot path only needs
+        the write to be durable before the call's result leaves."""
         try:
-            return self.insert_once(event, unique=("run_id", "key"))
+            if fetch:
+                return self.insert_once(event, unique=("run_id", "key"))
+            ins = self._insert(type(event)).values(**_values(event)).on_conflict_do_nothing(index_elements=["run_id", "key"])
+            with self.session(write=True) as s:
+                s.execute(ins)
+            return None
         except sa.exc.IntegrityError as exc:
             if "foreign key" in str(exc.orig).lower():
                 raise LedgerError(f"no run {event.run_id!r} in the ledger") from None

@@ -211,7 +211,7 @@ class Session:
     def _record_decision(self, call: ToolCall, d: Decision) -> None:
         self.ledger.record_policy_decision(
             self.run_id, key=call.key, tool=call.name, decision=d.effect, reason=self.redactor.redact(d.reason),
-            detail={"rule": d.rule, "fingerprint": call.fingerprint()},
+            detail={"rule": d.rule, "fingerprint": call.fingerprint()}, fetch=False,
         )
 
     def _record_call(self, call: ToolCall, outcome: ToolOutcome, timing: dict[str, Any]) -> None:
@@ -235,18 +235,21 @@ class Session:
                 "rule": outcome.rule,
                 "duration_ms": timing["duration_ms"],
             },
+            fetch=False,
         )
 
     def _replay(self, call: ToolCall) -> ToolOutcome | None:
-        row = self.ledger.tool_call(self.run_id, call.key)
+        if call.key.startswith("s:"):
+            return None  # a key the server made up this instant cannot have been recorded
+        row = self.ledger.recorded_outcome(self.run_id, call.key)
         if row is None:
             return None
-        if row.fingerprint != call.fingerprint() or not row.outcome:
+        fingerprint, decision, o = row
+        if fingerprint != call.fingerprint() or not o:
             # Same key, different call: never replay it, record it as a call of its own.
             call.key = f"{call.key}:{secrets.token_hex(4)}"
             return None
-        o = row.outcome
-        return ToolOutcome(text=o["text"], structured=o.get("structured"), is_error=o["is_error"], decision=row.decision, rule=o.get("rule"))
+        return ToolOutcome(text=o["text"], structured=o.get("structured"), is_error=o["is_error"], decision=decision, rule=o.get("rule"))
 
     # -- padding of the serialized result ---------------------------------------------------
 
