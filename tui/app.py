@@ -140,14 +140,14 @@ class AssayApp(App[None]):
 
     # --- errors -----------------------------------------------------------------------------
 
-    def report(self, exc: BaseException, *, repeat: bool = True) -> None:
+    def report(self, exc: BaseException, *, repeat: bool = True, timeout: float = 10) -> None:
         """Every failure ends here as a notification. Polls pass repeat=False so a ledger
         that stays unreachable says so once, not every second."""
         text = message(exc)
         if not repeat and text == self._last_error:
             return
         self._last_error = text
-        self.notify(text, title="error", severity="error", timeout=10, markup=False)
+        self.notify(text, title="error", severity="error", timeout=timeout, markup=False)
 
     def say(self, text: str, *, severity: str = "information", timeout: float = 5) -> None:
         self.notify(text, severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
@@ -230,7 +230,8 @@ class AssayApp(App[None]):
         try:
             outcome = await _in_daemon_thread(work)
         except Exception as exc:  # noqa: BLE001 - a failed run is a notification, not a crash
-            self.report(exc)
+            # Stays up longer: a run that dies is worth reading in full.
+            self.report(exc, timeout=60)
             outcome = None
         finally:
             self.driven.difference_update(run_ids)

@@ -16,14 +16,13 @@ from assay.tui import views
 from assay.tui.polling import PollingScreen
 from assay.tui.runs import status_text
 
-COLUMNS = (("time", 6), ("tool", 10), ("decision", 18), ("summary", None))
+COLUMNS = (("time", 6), ("tool", 15), ("decision", 16), ("summary", None))
 # Fixed columns plus DataTable's one-cell padding each side and the scrollbar.
 FIXED = sum(w or 0 for _, w in COLUMNS) + 2 * len(COLUMNS) + 2
 
 
 def decision_text(decision: str) -> Text:
-    words = decision.split()
-    word = (words[-1] if words[0] == "approval" else words[0]) if words else ""
+    word = decision.split(" ", 1)[0]
     style = {"allow": "green", "deny": "red", "ask": "yellow", "requested": "yellow", "approved": "green",
              "denied": "red", "used": "dim"}.get(word, "")
     return Text(decision, style=style)
@@ -110,7 +109,7 @@ class LiveScreen(PollingScreen):
 
     def _cells(self, e: views.Event, width: int) -> tuple:
         tool = Text(e.tool, style="bold") if e.what == "step" else Text(e.tool, style="yellow" if e.what == "approval" else "")
-        return (views.offset(e.at), tool, decision_text(e.decision), views.one_line(e.summary, width))
+        return (views.offset(e.at), views.one_line(tool, 15), decision_text(e.decision), views.one_line(e.summary, width))
 
     def _show_events(self, events: list[views.Event]) -> None:
         table = self.query_one("#timeline", DataTable)
@@ -128,7 +127,8 @@ class LiveScreen(PollingScreen):
                 table.add_row(*self._cells(e, width), key=e.key)
             elif old != e:
                 for (column, _), value in zip(COLUMNS, self._cells(e, width)):
-                    table.update_cell(e.key, column, value)
+                    # update_width: a call's line grows from "running 3s" to its result.
+                    table.update_cell(e.key, column, value, update_width=True)
             self._rows[e.key] = e
         if self._follow and at_end and table.row_count:
             table.move_cursor(row=table.row_count - 1, animate=False)

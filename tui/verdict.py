@@ -97,12 +97,17 @@ class VerdictScreen(PollingScreen):
         if not reasons:
             head.append("  every check passed\n" if passed else "  no reason given\n", style="dim")
         result.update(head)
-        self.query_one("#verdict-checks", Static).update(self._checks(p.get("checks") or []))
+        checks = self.query_one("#verdict-checks", Static)
+        checks.display = bool(p.get("checks"))
+        checks.update(self._checks(p.get("checks") or []))
         chart = self.query_one("#verdict-chart", Static)
         chart.display = bool(view.speedups)
         if view.speedups:
             chart.update(speedup_chart(view.speedups, width=36))
-        self.query_one("#verdict-metrics", Static).update(self._metrics(p.get("metrics") or {}))
+        metrics = self._metrics(p.get("metrics") or {})
+        box = self.query_one("#verdict-metrics", Static)
+        box.display = isinstance(metrics, Table)
+        box.update(metrics)
         if v.id != self._verdict_id:
             # A new verdict (or the first): the chain is walked again, once, in a worker.
             self._verdict_id = v.id

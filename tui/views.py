@@ -41,7 +41,9 @@ def seconds(s: float | None) -> str:
 def offset(s: float) -> str:
     """Time since the run started, +m:ss: readable and the same on every machine."""
     s = max(0, int(s))
-    return f"+{s // 60}:{s % 60:02d}" if s < 3600 else f"+{s // 3600}h{s % 3600 // 60:02d}"
+    if s < 3600:
+        return f"+{s // 60}:{s % 60:02d}"
+    return f"+{s // 3600}h{s % 3600 // 60:02d}" if s < 100 * 3600 else f"+{s // 86400}d"
 
 
 def size(n: int | None) -> str:
@@ -104,9 +106,9 @@ class RunRow:
 
 
 def duration(run: Run, now: datetime) -> float | None:
-    if run.started_at is None:
-        return None
-    return _since(run.started_at, run.finished_at or now)
+    """Wall time from the run's creation: starting the tool server and sandbox is part of
+    what a person waits for."""
+    return _since(run.created_at, run.finished_at or now)
 
 
 def latest_verdicts(ledger: Ledger, run_ids: list[str]) -> dict[str, Verdict]:
@@ -209,7 +211,7 @@ def _call_event(key: str, d: PolicyDecision | None, tc: ToolCall | None, start: 
         running = _since(d.created_at, now) if d else None
         summary = f"running {seconds(running)}" if decision == "allow" else (d.reason if d else "")
         lines.append("not finished yet")
-        return Event(f"call:{key}", at, "call", tool, _decision_cell(decision, rule), summary, "\n".join(lines))
+        return Event(f"call:{key}", at, "call", tool, _decision_cell(decision, rule, tool), summary, "\n".join(lines))
     out = tc.outcome or {}
     text = str(out.get("text") or "")
     args = describe_args(tool, tc.arguments or {})
@@ -229,11 +231,15 @@ def _call_event(key: str, d: PolicyDecision | None, tc: ToolCall | None, start: 
         lines.append(f"error: {tc.error}")
     if text:
         lines += ["output (redacted):", text[:4000]]
-    return Event(f"call:{key}", at, "call", tool, _decision_cell(decision, rule), summary, "\n".join(lines))
+    return Event(f"call:{key}", at, "call", tool, _decision_cell(decision, rule, tool), summary, "\n".join(lines))
 
 
-def _decision_cell(decision: str, rule: str) -> str:
+def _decision_cell(decision: str, rule: str, tool: str) -> str:
+    """"allow #0": the tool column already names the tool, so its rule id drops the name
+    (the detail pane has the whole of it)."""
     word = {"approve": "ask"}.get(decision, decision)
+    if rule.startswith(f"{tool}#"):
+        rule = rule[len(tool):]
     return f"{word} {rule}".strip()
 
 
@@ -260,7 +266,7 @@ def _approval_event(a: Approval, start: datetime) -> Event:
         f"approval event {a.key}: {a.event}", f"request: {a.request_key}", f"tool: {a.tool}",
         f"actor: {a.actor or '-'}", f"reason: {a.reason or '-'}", "arguments (redacted as recorded):", pretty(a.arguments or {}),
     ])
-    return Event(f"approval:{a.key}", _since(start, a.created_at) or 0.0, "approval", a.tool, f"approval {a.event}", summary, detail)
+    return Event(f"approval:{a.key}", _since(start, a.created_at) or 0.0, "approval", a.tool, a.event, summary, detail)
 
 
 def _budget_line(run: Run) -> str:
@@ -305,6 +311,8 @@ def live_view(ledger: Ledger, run_id: str, now: datetime) -> LiveView | None:
             activity = Activity(f"{d.tool} {d.key} running", _since(d.created_at, now) or 0.0, True)
         elif status == RunStatus.running:
             activity = Activity("agent thinking", _since(run.updated_at, now) or 0.0, True)
+        elif status == RunStatus.created:
+            activity = Activity("starting the tool server and sandbox", _since(run.created_at, now) or 0.0, True)
     budget = run.budget or {}
     return LiveView(
         run=run, events=events, activity=activity, pending=pending,

@@ -9,11 +9,11 @@ from assay.tui import views
 def test_runs_carry_verdict_speedup_and_duration(filled, tui):
     rows = {r.id: r for r in views.run_rows(filled, tui.NOW)}
     assert [r.id for r in views.arrange(list(rows.values()), "", 0)] == [tui.RUNNING, tui.WAITING, tui.FAILED, tui.PASSED]
-    assert (rows[tui.PASSED].verdict, rows[tui.PASSED].speedup, rows[tui.PASSED].duration_s) == ("PASS", 1.84, 94.0)
+    assert (rows[tui.PASSED].verdict, rows[tui.PASSED].speedup, rows[tui.PASSED].duration_s) == ("PASS", 1.84, 95.0)
     assert (rows[tui.FAILED].verdict, rows[tui.FAILED].speedup) == ("FAIL", None)
     assert rows[tui.WAITING].verdict == ""
     # A run still going is timed up to now.
-    assert rows[tui.RUNNING].duration_s == (tui.NOW - tui.at(45 * 60 + 1)).total_seconds()
+    assert rows[tui.RUNNING].duration_s == (tui.NOW - tui.at(45 * 60)).total_seconds()
 
 
 def test_filter_words_and_sort_orders(filled, tui):
@@ -32,7 +32,7 @@ def test_live_view_merges_decisions_calls_steps_and_approvals(filled, tui):
         "call:1:c0", "step:step-1", "call:2:c0", "approval:approval-1", "step:step-2",
     ]
     gated = next(e for e in v.events if e.key == "call:2:c0")
-    assert gated.decision == "ask exec#1"
+    assert gated.decision == "ask #1"
     assert "needs human approval" in gated.detail and '"g++"' in gated.detail
     assert v.pending["id"] == "approval-1"
     assert v.activity is not None and not v.activity.busy and "approval-1" in v.activity.label
@@ -45,7 +45,7 @@ def test_a_call_in_flight_shows_as_running_until_recorded(ledger, tui):
     ledger.record_policy_decision(run.id, key="1:c0", tool="build", decision="allow", detail={"rule": "build#0"})
     v = views.live_view(ledger, run.id, utcnow())
     (e,) = v.events
-    assert e.summary.startswith("running") and e.decision == "allow build#0"
+    assert e.summary.startswith("running") and e.decision == "allow #0"
     assert v.activity.busy and "build 1:c0 running" in v.activity.label
     ledger.record_tool_call(run.id, key="1:c0", tool="build", arguments={"path": "k.cpp"}, decision="allow", result="built")
     (e,) = views.live_view(ledger, run.id, tui.NOW).events
