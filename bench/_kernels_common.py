@@ -33,6 +33,8 @@ def kernel_sandbox(backend: str = "auto", workspace: Path | None = None):
     with contextlib.ExitStack() as stack:
         if workspace is None:
             workspace = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="assay-kbench-")))
+        workspace.mkdir(parents=True, exist_ok=True)
+        os.chmod(workspace, 0o777)  # whichever uid the backend runs as builds in here
         limits = SandboxLimits(timeout_s=900, memory_mb=12288, pids=512, cpus=float(os.cpu_count() or 1),
                                output_bytes=8 << 20)
         spec = SandboxSpec(workspace=workspace, limits=limits, ro_binds=kernel_binds() + ((EXAMPLES, "/tasks"),))
@@ -82,17 +84,20 @@ def subsection(existing_heading: str, body: str) -> str:
     m = re.search(r"^## Kernels\n(.*?)(?=^## |\Z)", text, re.S | re.M)
     parts: dict[str, str] = {}
     order: list[str] = []
+    preamble = ""
     if m:
         for chunk in re.split(r"(?=^### )", m.group(1), flags=re.M):
             chunk = chunk.strip()
-            if chunk.startswith("### "):
+            if chunk and not chunk.startswith("### "):
+                preamble = chunk  # hand-written notes above the subsections stay
+            elif chunk.startswith("### "):
                 head = chunk.splitlines()[0]
                 parts[head] = chunk
                 order.append(head)
     if existing_heading not in parts:
         order.append(existing_heading)
     parts[existing_heading] = existing_heading + "\n\n" + body.strip()
-    return "\n\n".join(parts[h] for h in order)
+    return "\n\n".join(([preamble] if preamble else []) + [parts[h] for h in order])
 
 
 def geomean(xs):

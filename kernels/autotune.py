@@ -83,11 +83,12 @@ def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpa
     start = time.time()
     key = cache_key(template)
     seeds = cache.seeds(key, space) if cache is not None else []
-    exact = cache is not None and any(e.key == key.digest and e.config == seeds[0]
-                                      for e in cache.entries(key)) if seeds else False
+    # seeds come exact-key first, so the top seed is this key's own winner when it has one
+    mine = [e for e in cache.entries(key) if e.key == key.digest and e.config == seeds[0]] if seeds else []
+    exact = bool(mine)
     result = TuneResult(ok=False, key=key, seeded=seeds)
     if exact and not confirm:
-        cached = min(e.seconds for e in cache.entries(key) if e.key == key.digest and e.config == seeds[0])
+        cached = min(e.seconds for e in mine)
         result.trials.append(Trial(seeds[0], True, cached, cached, time.time() - start))
         result.ok, result.best, result.best_seconds, result.reused = True, seeds[0], cached, True
         result.elapsed_s = time.time() - start

@@ -32,6 +32,7 @@ def _kernel_sandbox_session():
         return
     cache = Path(os.environ.get("ASSAY_KERNEL_TEST_WORKSPACE") or Path(tempfile.gettempdir()) / "assay-kernel-tests")
     cache.mkdir(parents=True, exist_ok=True)
+    os.chmod(cache, 0o777)  # whichever uid the backend runs as (nobody, or root) builds in here
     tasks = cache / "tasks"
     shutil.rmtree(tasks, ignore_errors=True)
     tasks.mkdir()
