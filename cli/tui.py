@@ -16,10 +16,13 @@ def tui(
     """Watch runs live, approve or deny gated calls, read verdicts: keyboard-first, 80x24 and up."""
     from assay.settings import settings
     from assay.tui.app import AssayApp
+    from assay.tui.terminal import children_log_to
 
-    settings()  # a bad ASSAY_* setting is one clear line before the screen is taken over
-    app = AssayApp(poll_s=poll, job_hint=str(job) if job else None)
-    app.run()
+    # A bad ASSAY_* setting or an unwritable home is one clear line before the screen is taken.
+    home = settings().ensure_home()
+    with children_log_to(home / "logs" / "tui.log") as log:
+        app = AssayApp(poll_s=poll, job_hint=str(job) if job else None, children_log=log)
+        app.run()
     if app.driven:
         # Runs driven by this process stop here as a killed run would; their checkpoints and
         # ledger rows stay, and they resume from there. Exiting at once spares the daemon

@@ -83,8 +83,11 @@ class AssayApp(App[None]):
         start: Callable[..., Any] | None = None,
         resume: Callable[..., Any] | None = None,
         job_hint: str | None = None,
+        children_log: Path | None = None,
     ) -> None:
         super().__init__()
+        # Where the processes a run starts write their stderr while the TUI runs (terminal.py).
+        self.children_log = children_log
         self.poll_s = poll_s
         self.clock = clock
         self._start = start
@@ -227,9 +230,17 @@ class AssayApp(App[None]):
         await self._drive(work, run_ids)
 
     async def _drive(self, work: Callable[[], Any], run_ids: list[str]) -> None:
+        from assay.tui import terminal
+
+        offset = terminal.size(self.children_log)
         try:
             outcome = await _in_daemon_thread(work)
         except Exception as exc:  # noqa: BLE001 - a failed run is a notification, not a crash
+            # A tool server that refuses to start (an unsigned manifest, say) says why on its
+            # stderr; the runner only sees the connection close.
+            said = terminal.said_since(self.children_log, offset)
+            if said and said not in str(exc):
+                exc = UserError(f"{message(exc)}; the run's tool server said: {said}")
             # Stays up longer: a run that dies is worth reading in full.
             self.report(exc, timeout=60)
             outcome = None

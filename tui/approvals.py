@@ -28,6 +28,7 @@ class ApprovalsScreen(PollingScreen):
         Binding("y", "decide('approved')", "Approve"),
         Binding("n", "decide('denied')", "Deny"),
         Binding("enter", "open", "Open run", priority=True),
+        Binding("R", "resume", "Resume"),
     ]
 
     def __init__(self, run_id: str | None = None) -> None:
@@ -37,6 +38,9 @@ class ApprovalsScreen(PollingScreen):
         self._pending: dict[str, views.PendingApproval] = {}
         self._order: list[str] = []
         self._width = 0
+        # The run last decided on here: once decided, its approval leaves the list, and R
+        # must still know which run to resume.
+        self._decided: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header(icon="")
@@ -124,6 +128,7 @@ class ApprovalsScreen(PollingScreen):
         if p is None:
             self.app.say("no approval selected")
             return
+        self._decided = p.run_id
         self.app.decide(p.run_id, p.id, decision)
 
     def action_open(self) -> None:
@@ -132,3 +137,11 @@ class ApprovalsScreen(PollingScreen):
         p = self._pending.get(self.selected() or "")
         if p is not None:
             self.app.push_screen(LiveScreen(p.run_id))
+
+    def action_resume(self) -> None:
+        p = self._pending.get(self.selected() or "")
+        run_id = p.run_id if p is not None else (self._decided or self.run_id)
+        if run_id is None:
+            self.app.say("no run to resume here")
+            return
+        self.app.resume(run_id)

@@ -94,7 +94,15 @@ async def test_live_run_shows_steps_and_calls_as_they_arrive(ledger, tui):
 
 async def test_approve_a_gated_call_from_the_keyboard(filled, tui, monkeypatch):
     monkeypatch.setattr(app_module, "PICKUP_S", 0.3)
-    app = AssayApp(poll_s=0.1, clock=lambda: tui.NOW)
+    resumed: list[str] = []
+
+    def resume(run_id, *, wait, on_event, ledger):
+        # Stands in for agents.runner.resume_run (which needs the run's MCP server and sandbox).
+        resumed.append(run_id)
+        ledger.set_run_status(run_id, RunStatus.running)
+        return RunOutcome(run_id, "running")
+
+    app = AssayApp(poll_s=0.1, clock=lambda: tui.NOW, resume=resume)
     async with app.run_test(size=SIZE) as pilot:
         await tui.until(pilot, lambda: len(rows(app)) == 4, what="runs")
         await pilot.press("a")
@@ -112,6 +120,8 @@ async def test_approve_a_gated_call_from_the_keyboard(filled, tui, monkeypatch):
         assert "No call is waiting" in text(app, "#explain")
         # Nobody drives that run (its process is gone): the TUI says how to go on.
         await tui.until(pilot, lambda: any("press R to resume" in n for n in notes(app)), what="the resume hint")
+        await pilot.press("R")
+        await tui.until(pilot, lambda: resumed == [tui.WAITING] and not app.driven, what="the resume")
 
 
 async def test_deny_from_the_live_run(filled, tui):

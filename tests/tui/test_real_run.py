@@ -59,6 +59,8 @@ async def test_start_the_main_job_and_approve_its_gated_build(need, tui, monkeyp
         ledger = app.ledger()
         await tui.until(pilot, lambda: ledger.get_run(run_id).status == RunStatus.waiting_approval.value,
                         timeout=120, what="the run to pause for approval")
+        await tui.until(pilot, lambda: any("needs approval approval-1 for exec" in n.message for n in app._notifications),
+                        what="the runner's word that it waits")
         await pilot.press("a")
         assert isinstance(app.screen, ApprovalsScreen)
         await tui.until(pilot, lambda: app.screen._pending, timeout=20, what="the approval on screen")

@@ -10,6 +10,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from assay.agents.workflow import decision_for
 
 ASSAY = Path(sys.executable).with_name("assay")
@@ -43,37 +45,66 @@ class Tmux:
             time.sleep(0.15)
 
 
-def test_approve_in_a_real_terminal(need, filled, tui, _isolated_home):
+@pytest.fixture
+def tui_in_tmux(need, _isolated_home):
+    """Start `assay tui` at 80x24 in a tmux server of its own; yield the driver."""
     need(shutil.which("tmux") is not None, "tmux is not installed")
     need(ASSAY.exists(), f"no assay entry point at {ASSAY}")
     env = f"ASSAY_HOME={shlex.quote(str(_isolated_home))} TERM=xterm-256color"
     # The shell stays after the app so the pane (and its exit status) can be read.
     cmd = f"env -u ASSAY_LEDGER_URL {env} {shlex.quote(str(ASSAY))} tui --poll 0.3; echo TUI-EXIT=$?; sleep 30"
     t = Tmux()
-    t("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", cmd)
-    # tmux otherwise holds an Escape for 500 ms to see if it starts Alt+key: Escape then q
-    # would arrive as one Alt+q.
-    t("set-option", "-s", "escape-time", "0")
-    try:
-        t.wait_for("4 runs")
-        screen = t.wait_for("q Quit")  # the footer is drawn last
-        assert tui.WAITING in screen and "PASS 1.84x" in screen
-        t.keys("a")
-        screen = t.wait_for("g++ -O3 -fopenmp -shared kernel.cpp -o kernel.so")
-        assert "long builds" in screen and "exec#1" in screen
-        t.keys("y")
-        deadline = time.monotonic() + 20
-        while decision_for(filled, tui.WAITING, "approval-1") is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert decision_for(filled, tui.WAITING, "approval-1") == "approved"
-        assert [e.actor for e in filled.approval_events(tui.WAITING) if e.event == "approved"] == ["tui"]
-        t.wait_for("No call is waiting")
-        t.keys("Escape")
-        t.wait_for("4 runs")
-        t.keys("Down", "Enter")
-        screen = t.wait_for("approval-1 by tui")
-        assert "approved" in screen and "actor: tui" in screen
-        t.keys("Escape", "q")
-        t.wait_for("TUI-EXIT=0")
-    finally:
-        t("kill-server")
+
+    def start() -> Tmux:
+        t("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", cmd)
+        # tmux otherwise holds an Escape for 500 ms to see if it starts Alt+key: Escape then q
+        # would arrive as one Alt+q.
+        t("set-option", "-s", "escape-time", "0")
+        return t
+
+    yield start
+    t("kill-server")
+
+
+def test_approve_in_a_real_terminal(tui_in_tmux, filled, tui):
+    t = tui_in_tmux()
+    t.wait_for("4 runs")
+    screen = t.wait_for("q Quit")  # the footer is drawn last
+    assert tui.WAITING in screen and "PASS 1.84x" in screen
+    t.keys("a")
+    screen = t.wait_for("g++ -O3 -fopenmp -shared kernel.cpp -o kernel.so")
+    assert "long builds" in screen and "exec#1" in screen
+    t.keys("y")
+    deadline = time.monotonic() + 20
+    while decision_for(filled, tui.WAITING, "approval-1") is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert decision_for(filled, tui.WAITING, "approval-1") == "approved"
+    assert [e.actor for e in filled.approval_events(tui.WAITING) if e.event == "approved"] == ["tui"]
+    t.wait_for("No call is waiting")
+    t.keys("Escape")
+    t.wait_for("4 runs")
+    # Find the run by filter: a typed id, not a cursor position, says which run opens.
+    t.keys("/", *tui.WAITING[-6:], "Enter")
+    t.wait_for("1 of 4 runs")
+    t.keys("Enter")
+    screen = t.wait_for("approval-1 by tui")
+    assert "approved" in screen and "actor: tui" in screen
+    t.keys("Escape", "q")
+    t.wait_for("TUI-EXIT=0")
+
+
+@pytest.mark.slow
+def test_a_tool_server_that_will_not_start_says_why_off_the_screen(tui_in_tmux, _isolated_home):
+    # No manifest signed in this ASSAY_HOME: the run's MCP server refuses to start and says
+    # why on its stderr, which must reach the person as a notification, not as text
+    # scribbled across the screen.
+    t = tui_in_tmux()
+    t.wait_for("q Quit")
+    t.keys("n")
+    t.wait_for("Start a run")
+    t.keys("Enter")
+    screen = t.wait_for("tool server said", timeout=90)
+    assert "not signed" in screen.replace("\n", " ")
+    assert "assay: error:" not in screen
+    log = (_isolated_home / "logs" / "tui.log").read_text()
+    assert "assay: error: manifest" in log and "is not signed" in log
