@@ -14,15 +14,29 @@ from urllib.parse import urlsplit
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from assay.errors import UserError
 from assay.tools.server import build_server
 from assay.tools.session import Session
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 MAX_BODY = 4 * 1024 * 1024
+# A given token must be at least this long: `--token ""` (or a short one) would make the
+# bearer check pass for `Authorization: Bearer` with nothing, or fall to a guess.
+MIN_TOKEN_CHARS = 16
 
 
 def new_token() -> str:
     return secrets.token_urlsafe(32)
+
+
+def check_token(token: str) -> str:
+    """The token, if it is one a client cannot guess or send by accident; UserError otherwise."""
+    if len(token) < MIN_TOKEN_CHARS or not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+        raise UserError(
+            f"the bearer token must be at least {MIN_TOKEN_CHARS} printable ASCII characters without spaces",
+            "omit --token (and ASSAY_MCP_TOKEN) to have one generated, or give a long random one",
+        )
+    return token
 
 
 def _loopback_origin(origin: str) -> bool:
@@ -36,7 +50,7 @@ def _loopback_origin(origin: str) -> bool:
 
 class BearerGuard:
     def __init__(self, app: ASGIApp, token: str):
-        self.app, self.token = app, token.encode()
+        self.app, self.token = app, check_token(token).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,6 +75,7 @@ async def _refuse(send: Send, status: int, text: str, extra: dict[str, str] | No
 
 
 def http_app(session: Session, token: str, host: str = "127.0.0.1") -> ASGIApp:
+    check_token(token)
     server = build_server(session)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
