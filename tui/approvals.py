@@ -56,7 +56,6 @@ class ApprovalsScreen(PollingScreen):
 
     def on_mount(self) -> None:
         self.query_one("#pending", DataTable).focus()
-        super().on_mount()
 
     def read(self, ledger: Ledger, now: datetime) -> list[views.PendingApproval]:
         return views.pending_approvals(ledger)

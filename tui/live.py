@@ -41,7 +41,6 @@ class LiveScreen(PollingScreen):
     def __init__(self, run_id: str) -> None:
         super().__init__()
         self.run_id = run_id
-        self._details: dict[str, str] = {}
         self._rows: dict[str, views.Event] = {}
         # Follow the newest line (like tail -f) until the person moves the cursor up.
         self._follow = True
@@ -68,7 +67,6 @@ class LiveScreen(PollingScreen):
     def on_mount(self) -> None:
         self.query_one("#timeline", DataTable).focus()
         self.query_one("#live-activity").display = False
-        super().on_mount()
 
     def read(self, ledger: Ledger, now: datetime) -> views.LiveView | None:
         return views.live_view(ledger, self.run_id, now)
@@ -82,6 +80,7 @@ class LiveScreen(PollingScreen):
             ("run ", "dim"), (run.id, "bold"), "  ", status_text(run.status), "  ",
             (views.seconds(view.elapsed_s), ""), "\n",
             (f"{views.short_job(run.job)} · {run.kind} · brain {run.brain}", ""),
+            (f" · {view.submissions} submission{'s' * (view.submissions != 1)}" if view.submissions else "", ""),
             (f" · {view.verdicts} verdict{'s' * (view.verdicts != 1)} (v)" if view.verdicts else "", "green"),
             (f"\n{run.error}" if run.error else "", "red"),
         )
@@ -90,8 +89,7 @@ class LiveScreen(PollingScreen):
         budget = view.steps_budget or max(view.steps_used, 1)
         bar.update(total=budget, progress=min(view.steps_used, budget))
         self.query_one("#steps-label", Label).update(f"steps {view.steps_used}/{view.steps_budget or '-'}")
-        rest = view.budget_line.split("  ", 1)[1] if "  " in view.budget_line else ""
-        self.query_one("#budget-label", Label).update(rest)
+        self.query_one("#budget-label", Label).update(view.budget_line)
         self._show_activity(view.activity)
         self._show_events(view.events)
 

@@ -38,6 +38,8 @@ class PollingScreen(Screen):
         raise NotImplementedError
 
     def on_mount(self) -> None:
+        # Textual calls every on_mount along the class's MRO: subclasses add their own
+        # without calling this one.
         self._timer = self.set_interval(self.app.poll_s, self.poll)
         self.poll()
 

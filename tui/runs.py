@@ -71,7 +71,6 @@ class RunsScreen(PollingScreen):
 
     def on_mount(self) -> None:
         self.query_one("#runs", DataTable).focus()
-        super().on_mount()
 
     # --- data ---------------------------------------------------------------------------
 

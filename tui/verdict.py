@@ -65,7 +65,6 @@ class VerdictScreen(PollingScreen):
 
     def on_mount(self) -> None:
         self.query_one("#verdict-body").focus()
-        super().on_mount()
 
     def read(self, ledger: Ledger, now: datetime) -> views.VerdictView | None:
         return views.verdict_view(ledger, self.run_id, self.app.home)

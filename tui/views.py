@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -190,7 +190,6 @@ class LiveView:
     verdicts: int
     elapsed_s: float | None = None
     submissions: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _rule(d: PolicyDecision | None, tc: ToolCall | None) -> str:
@@ -270,10 +269,10 @@ def _approval_event(a: Approval, start: datetime) -> Event:
 
 
 def _budget_line(run: Run) -> str:
+    """Tokens, time and requests used against the budget (steps have a bar of their own)."""
     b, u = run.budget or {}, run.budget_used or {}
-    parts = [f"steps {u.get('steps', 0)}/{b.get('steps', '-')}"]
     tokens = b.get("tokens")
-    parts.append(f"tokens {u.get('tokens', 0)}" + (f"/{tokens}" if tokens else ""))
+    parts = [f"tokens {u.get('tokens', 0)}" + (f"/{tokens}" if tokens else "")]
     if b.get("minutes") is not None:
         parts.append(f"time {seconds(u.get('seconds'))}/{seconds(float(b['minutes']) * 60)}")
     parts.append(f"requests {u.get('requests', 0)}")
@@ -344,10 +343,14 @@ def pending_approvals(ledger: Ledger) -> list[PendingApproval]:
     """Every call waiting for a person, oldest first. Only unfinished runs can be waiting."""
     from assay.agents.workflow import pending_approval
 
+    unfinished = {r.id: r for r in ledger.list_runs(limit=RUNS_LIMIT) if not RunStatus(r.status).finished}
+    if not unfinished:
+        return []
+    # One query finds the few runs that ever asked; only those are asked what is pending.
+    with ledger.session() as s:
+        asked = set(s.exec(select(Approval.run_id).where(col(Approval.run_id).in_(list(unfinished)), Approval.event == "requested")))
     out = []
-    for run in ledger.list_runs(limit=RUNS_LIMIT):
-        if RunStatus(run.status).finished:
-            continue
+    for run in (unfinished[rid] for rid in unfinished if rid in asked):
         p = pending_approval(ledger, run.id)
         if p is None:
             continue
