@@ -117,19 +117,26 @@ async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: boo
     import importlib
 
     module = importlib.import_module(kind.agent_module)
+    # Tool-call keys are "<step>:<tool call id>". The step is the one agent_step is running
+    # (it announces it before the model request), so a call in step 7 never collides with a
+    # call in step 2 that a model gave the same id, and a resumed step reuses its own keys.
     step_no = {"n": 0}
+
+    def events(kind_: str, data: dict[str, Any]) -> None:
+        if kind_ == "step":
+            step_no["n"] = int(data["step"])
+        on_event(kind_, data)
+
     toolset = run_toolset(run_id, workspace, job.manifest, job.kind, padding=job.padding.model_dump(),
                           sandbox=job.sandbox.backend, step=lambda: str(step_no["n"]))
     agent = Agent(model, toolsets=[toolset], instructions=module.instructions(job), output_type=str)
-    deps = RunDeps(run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=module.prompt(job), verify=verify, on_event=on_event)
+    deps = RunDeps(run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=module.prompt(job), verify=verify, on_event=events)
     graph_def = build_graph()
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
     async with checkpointer(ledger) as saver, agent:
         graph = graph_def.compile(checkpointer=saver)
         payload = first
         while True:
-            snapshot = await graph.aget_state(config)
-            step_no["n"] = int((snapshot.values or {}).get("step", 0)) + 1
             result = await graph.ainvoke(payload, config, context=deps)
             interrupts = result.get("__interrupt__") if isinstance(result, dict) else None
             if not interrupts:
