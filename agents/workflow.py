@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypedDict
 
+import anyio
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
@@ -38,6 +39,9 @@ class RunState(TypedDict, total=False):
     input_tokens: int
     output_tokens: int
     started: float
+    # Seconds the agent itself has worked (its steps), the measure of the time budget: time
+    # spent waiting for a human's approval, or while no process ran the run, is not its time.
+    active_s: float
     outcome: str  # submitted | finished | budget | error
     note: str
     approval: dict[str, Any] | None
@@ -67,7 +71,7 @@ def _budget_left(state: RunState, job: Job) -> str | None:
     b = job.budget
     if state.get("step", 0) >= b.steps:
         return f"step budget spent ({b.steps} steps)"
-    if time.time() - state.get("started", time.time()) > b.minutes * 60:
+    if state.get("active_s", 0.0) >= b.minutes * 60:
         return f"time budget spent ({b.minutes:g} min)"
     if b.tokens is not None and state.get("input_tokens", 0) + state.get("output_tokens", 0) >= b.tokens:
         return f"token budget spent ({b.tokens} tokens)"
@@ -110,15 +114,26 @@ async def agent_step(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
         tokens_left = deps.job.budget.tokens - state.get("input_tokens", 0) - state.get("output_tokens", 0)
     limits = UsageLimits(request_limit=1, total_tokens_limit=tokens_left)
     deps.on_event("step", {"step": step})
+    active = state.get("active_s", 0.0)
+    time_left = deps.job.budget.minutes * 60 - active
+    t0 = time.monotonic()
     try:
-        messages, final, usage = await one_step(deps.agent, _history(state), deps.prompt, limits)
+        # The time budget holds inside a step too: a call still running when it runs out is
+        # cancelled (the gateway records it as interrupted) and the run goes to the verifier.
+        with anyio.fail_after(time_left):
+            messages, final, usage = await one_step(deps.agent, _history(state), deps.prompt, limits)
     except Exception as exc:  # a brain that breaks ends the run honestly, recorded, not a crash
         from pydantic_ai.exceptions import UsageLimitExceeded
 
-        outcome = "budget" if isinstance(exc, UsageLimitExceeded) else "error"
-        note = f"{type(exc).__name__}: {exc}"[:500]
+        active += time.monotonic() - t0
+        if isinstance(exc, TimeoutError):
+            outcome, note = "budget", f"time budget spent ({deps.job.budget.minutes:g} min) during step {step}"
+        else:
+            outcome = "budget" if isinstance(exc, UsageLimitExceeded) else "error"
+            note = f"{type(exc).__name__}: {exc}"[:500]
         deps.ledger.record_step(deps.run_id, key=f"step-{step}", name="agent", payload={"error": note})
-        return {"started": started, "step": step, "outcome": outcome, "note": note}
+        return {"started": started, "step": step, "active_s": active, "outcome": outcome, "note": note}
+    active += time.monotonic() - t0
     calls = [
         {"tool": p.tool_name, "id": p.tool_call_id}
         for m in messages[len(state.get("messages") or []):]
@@ -128,6 +143,7 @@ async def agent_step(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
     out: RunState = {
         "started": started,
         "step": step,
+        "active_s": active,
         "messages": _dump(messages),
         "requests": state.get("requests", 0) + usage.requests,
         "input_tokens": state.get("input_tokens", 0) + usage.input_tokens,
@@ -204,6 +220,7 @@ def _used(state: RunState) -> dict[str, Any]:
         "requests": state.get("requests", 0),
         "tokens": state.get("input_tokens", 0) + state.get("output_tokens", 0),
         "seconds": round(time.time() - state.get("started", time.time()), 1),
+        "agent_seconds": round(state.get("active_s", 0.0), 1),
     }
 
 
