@@ -7,6 +7,7 @@ gateway stack that the session was built with.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 
@@ -30,8 +31,10 @@ def build_server(session: Session) -> Server:
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         meta = params.meta if isinstance(params.meta, dict) else {}
-        client_key = meta.get(CALL_KEY_META)
-        key = f"c:{str(client_key)[:128]}" if isinstance(client_key, str) and client_key else f"s:{uuid.uuid4().hex}"
+        key = _call_key(session, meta.get(CALL_KEY_META))
+        # The name goes to the ledger and into denial messages as given: an unknown one is
+        # client text like any argument, so it is bounded and redacted the same way.
+        name = session.redactor.redact(str(params.name)[:128])
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
             try:
@@ -39,11 +42,15 @@ def build_server(session: Session) -> Server:
             except Exception:  # a client that stops listening must not fail the tool
                 log.debug("progress notification dropped", exc_info=True)
 
-        outcome = await session.call(params.name, params.arguments or {}, key=key, progress=progress)
+        outcome = await session.call(name, params.arguments or {}, key=key, progress=progress)
         content = [types.TextContent(type="text", text=outcome.text)]
+        # An error carries its message as text only. Its structured fields (denied, rule,
+        # approval_id) do not match the tool's output schema, and clients on the TypeScript
+        # SDK (MCP Inspector, most IDEs) validate structuredContent even on errors: they
+        # would turn every denial into a protocol error instead of a refusal the model reads.
         result = types.CallToolResult(
             content=content,
-            structured_content=outcome.structured if not outcome.is_error or outcome.structured else None,
+            structured_content=None if outcome.is_error else outcome.structured,
             is_error=outcome.is_error,
         )
         return session.pad(result)
@@ -55,6 +62,18 @@ def build_server(session: Session) -> Server:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _call_key(session: Session, client_key: object) -> str:
+    """The ledger key of a call: the client's own (stable across a resume) or a fresh one.
+
+    A client key that holds anything the redactor would hide is stored as its digest, which
+    is just as stable across a resume and keeps the text out of the ledger."""
+    if not isinstance(client_key, str) or not client_key:
+        return f"s:{uuid.uuid4().hex}"
+    if len(client_key) > 128 or session.redactor.find(client_key):
+        return "c:sha256:" + hashlib.sha256(client_key.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    return f"c:{client_key}"
 
 
 async def serve_stdio(session: Session) -> None:
