@@ -201,6 +201,20 @@ async def until(pilot, check, timeout: float = 10.0, what: str = "condition") ->
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def text(app, selector: str) -> str:
+    """What a widget of the current screen draws, as plain text (rich tables and all)."""
+    from textual.geometry import Region
+
+    w = app.screen.query_one(selector)
+    return "\n".join(strip.text for strip in w.render_lines(Region(0, 0, w.size.width, w.size.height)))
+
+
+async def see(pilot, selector: str, *needles: str, timeout: float = 10.0) -> None:
+    """Wait until the widget draws every needle: a widget sized for its old content shows
+    its new content a frame later."""
+    await until(pilot, lambda: all(n in text(pilot.app, selector) for n in needles), timeout, f"{needles} in {selector}")
+
+
 async def settle(pilot) -> None:
     """Every read in flight done and drawn: what a snapshot needs."""
     for _ in range(3):
@@ -218,7 +232,7 @@ def tui():
     return types.SimpleNamespace(
         T0=T0, NOW=NOW, PASSED=PASSED, FAILED=FAILED, WAITING=WAITING, RUNNING=RUNNING, at=at,
         Writer=Writer, BUILD_ARGS=BUILD_ARGS, BUILD_REASON=BUILD_REASON, passed_payload=passed_payload,
-        fixed_key=fixed_key, until=until, settle=settle,
+        fixed_key=fixed_key, until=until, settle=settle, text=text, see=see,
     )
 
 

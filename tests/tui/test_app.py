@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from textual.geometry import Region
 from textual.widgets import DataTable, Input
 
 from assay.agents.runner import RunOutcome
@@ -29,12 +28,6 @@ def rows(app) -> list[str]:
     return [table.coordinate_to_cell_key((i, 0))[0].value for i in range(table.row_count)]
 
 
-def text(app, selector: str) -> str:
-    """What the widget draws, as plain text (rich tables and all)."""
-    w = app.screen.query_one(selector)
-    return "\n".join(strip.text for strip in w.render_lines(Region(0, 0, w.size.width, w.size.height)))
-
-
 def notes(app) -> list[str]:
     return [n.message for n in app._notifications]
 
@@ -44,16 +37,17 @@ async def test_runs_filter_and_sort(filled, tui):
     async with app.run_test(size=SIZE) as pilot:
         await tui.until(pilot, lambda: len(rows(app)) == 4, what="four runs")
         assert rows(app) == [tui.RUNNING, tui.WAITING, tui.FAILED, tui.PASSED]
-        assert "1 waiting for approval" in text(app, "#runs-status")
+        await tui.see(pilot, "#runs-status", "1 waiting for approval")
         await pilot.press("slash", *"layernorm")
         await tui.until(pilot, lambda: rows(app) == [tui.FAILED], what="the filter")
-        assert "1 of 4 runs" in text(app, "#runs-status")
+        await tui.see(pilot, "#runs-status", "1 of 4 runs")
         await pilot.press("escape")  # leaves the filter, keeps it
         assert app.focused is app.screen.query_one(DataTable)
         await pilot.press("escape")  # clears it
         await tui.until(pilot, lambda: len(rows(app)) == 4, what="filter cleared")
         await pilot.press("s")
-        assert rows(app)[0] == tui.PASSED and "sort: oldest" in text(app, "#runs-status")
+        assert rows(app)[0] == tui.PASSED
+        await tui.see(pilot, "#runs-status", "sort: oldest")
 
 
 async def test_live_run_shows_steps_and_calls_as_they_arrive(ledger, tui):
@@ -65,14 +59,13 @@ async def test_live_run_shows_steps_and_calls_as_they_arrive(ledger, tui):
         await tui.until(pilot, lambda: rows(app) == [run.id], what="the run")
         await pilot.press("enter")
         assert isinstance(app.screen, LiveScreen) and app.screen.run_id == run.id
-        await tui.until(pilot, lambda: "nothing recorded yet" in text(app, "#detail"), what="empty timeline")
+        await tui.until(pilot, lambda: "nothing recorded yet" in tui.text(app, "#detail"), what="empty timeline")
 
         # The gateway decides, the tool runs: the call is on screen, in flight, with its rule.
         ledger.record_policy_decision(run.id, key="1:c0", tool="build", decision="allow", reason="allowed by rule build#0",
                                       detail={"rule": "build#0", "fingerprint": "f1"})
         await tui.until(pilot, lambda: rows(app) == ["call:1:c0"], what="the call in flight")
-        await tui.until(pilot, lambda: app.screen.query_one("#live-activity").display, what="the progress line")
-        assert "build 1:c0 running" in text(app, "#activity-label")
+        await tui.until(pilot, lambda: "build 1:c0 running" in tui.text(app, "#activity-label"), what="the progress line")
         assert app.screen.query_one("#activity-bar").display  # work under way: the bar moves
 
         # ...it ends (recorded redacted, as the gateway does), and the agent's step is recorded.
@@ -83,11 +76,10 @@ async def test_live_run_shows_steps_and_calls_as_they_arrive(ledger, tui):
         await tui.until(pilot, lambda: rows(app) == ["call:1:c0", "step:step-1"], what="the step")
         table = app.screen.query_one(DataTable)
         assert str(table.get_cell("call:1:c0", "summary")).startswith("ok ")
-        await tui.until(pilot, lambda: "steps 1/40" in text(app, "#steps-label"), what="budget")
+        await tui.until(pilot, lambda: "steps 1/40" in tui.text(app, "#steps-label"), what="budget")
         # Following the newest line; the call's detail shows what the gateway recorded, no more.
         await pilot.press("up")
-        detail = text(app, "#detail")
-        assert "[[SECRET:k_1]]" in detail and "policy: allow by rule build#0" in detail
+        await tui.see(pilot, "#detail", "policy: allow by rule build#0", "[[SECRET:k_1]]")
         await pilot.press("escape")
         assert not isinstance(app.screen, LiveScreen)
 
@@ -108,8 +100,7 @@ async def test_approve_a_gated_call_from_the_keyboard(filled, tui, monkeypatch):
         await pilot.press("a")
         assert isinstance(app.screen, ApprovalsScreen)
         await tui.until(pilot, lambda: rows(app) == [f"{tui.WAITING}/approval-1"], what="the pending approval")
-        explain = text(app, "#explain")
-        assert "g++ -O3 -fopenmp -shared kernel.cpp -o kernel.so" in explain and "long builds" in explain
+        await tui.see(pilot, "#explain", "g++ -O3 -fopenmp -shared kernel.cpp -o kernel.so", "long builds")
         await pilot.press("y")
         await tui.until(pilot, lambda: decision_for(filled, tui.WAITING, "approval-1") is not None, what="the decision")
         (ev,) = [e for e in filled.approval_events(tui.WAITING) if e.event == "approved"]
@@ -117,7 +108,7 @@ async def test_approve_a_gated_call_from_the_keyboard(filled, tui, monkeypatch):
         # What a waiting driver polls for is what it now finds.
         assert decision_for(filled, tui.WAITING, "approval-1") == "approved"
         await tui.until(pilot, lambda: rows(app) == [], what="the approval gone from the list")
-        assert "No call is waiting" in text(app, "#explain")
+        await tui.see(pilot, "#explain", "No call is waiting")
         # Nobody drives that run (its process is gone): the TUI says how to go on.
         await tui.until(pilot, lambda: any("press R to resume" in n for n in notes(app)), what="the resume hint")
         await pilot.press("R")
@@ -130,7 +121,7 @@ async def test_deny_from_the_live_run(filled, tui):
         await tui.until(pilot, lambda: len(rows(app)) == 4, what="runs")
         await pilot.press("down", "enter")
         assert isinstance(app.screen, LiveScreen) and app.screen.run_id == tui.WAITING
-        await tui.until(pilot, lambda: "waiting for approval approval-1" in text(app, "#activity-label"),
+        await tui.until(pilot, lambda: "waiting for approval approval-1" in tui.text(app, "#activity-label"),
                         what="the waiting line")
         await pilot.press("a")
         await tui.until(pilot, lambda: rows(app) == [f"{tui.WAITING}/approval-1"], what="the approval")
@@ -149,11 +140,10 @@ async def test_verdict_shows_result_speedups_signature_and_chain(filled, tui):
         await tui.until(pilot, lambda: len(rows(app)) == 4, what="runs")
         await pilot.press("ctrl+end", "v")
         assert isinstance(app.screen, VerdictScreen) and app.screen.run_id == tui.PASSED
-        await tui.until(pilot, lambda: "in an intact chain" in text(app, "#verdict-trust"), what="the chain check")
-        assert "PASS" in text(app, "#verdict-result")
-        assert "1.84x" in text(app, "#verdict-chart") and "1.21x" in text(app, "#verdict-chart")
-        trust = text(app, "#verdict-trust")
-        assert "valid (verifier key" in trust and "c" * 64 in trust and "5" * 64 in trust
+        await tui.until(pilot, lambda: "in an intact chain" in tui.text(app, "#verdict-trust"), what="the chain check")
+        await tui.see(pilot, "#verdict-result", "PASS")
+        await tui.see(pilot, "#verdict-chart", "1.84x", "1.21x")
+        await tui.see(pilot, "#verdict-trust", "valid (verifier key", "c" * 64, "5" * 64)
 
 
 async def test_tampered_verdict_is_called_out(filled, tui):
@@ -166,9 +156,7 @@ async def test_tampered_verdict_is_called_out(filled, tui):
     async with app.run_test(size=SIZE) as pilot:
         await tui.until(pilot, lambda: len(rows(app)) == 4, what="runs")
         await pilot.press("down", "down", "v")
-        await tui.until(pilot, lambda: "TAMPERED" in text(app, "#verdict-trust"), what="the chain check")
-        trust = text(app, "#verdict-trust")
-        assert "INVALID" in trust and "the chain breaks here" in trust
+        await tui.see(pilot, "#verdict-trust", "TAMPERED", "INVALID", "the chain breaks here")
 
 
 async def test_a_bad_job_file_is_a_notification_not_a_crash(ledger, tui):

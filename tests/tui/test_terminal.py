@@ -63,7 +63,10 @@ def tui_in_tmux(need, _isolated_home):
         return t
 
     yield start
+    socket = t("display-message", "-p", "#{socket_path}").strip()
     t("kill-server")
+    if socket:
+        Path(socket).unlink(missing_ok=True)  # tmux leaves its socket file behind
 
 
 def test_approve_in_a_real_terminal(tui_in_tmux, filled, tui):
