@@ -52,13 +52,21 @@ class Settings(BaseSettings):
         return self.home
 
 
+def _invalid(exc: ValidationError, prefix: str) -> UserError:
+    err = exc.errors()[0]
+    field = prefix + "_".join(str(p) for p in err["loc"]).upper()
+    return UserError(f"{field} is invalid: {err['msg']}", f"unset {field} or give a valid value")
+
+
 def load_settings() -> Settings:
     try:
-        return Settings(limits=Limits())
+        limits = Limits()
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = "ASSAY_" + "_".join(str(p) for p in err["loc"]).upper()
-        raise UserError(f"{field} is invalid: {err['msg']}", f"unset {field} or give a valid value") from None
+        raise _invalid(exc, "ASSAY_LIMIT_") from None
+    try:
+        return Settings(limits=limits)
+    except ValidationError as exc:
+        raise _invalid(exc, "ASSAY_") from None
 
 
 @lru_cache(maxsize=1)
