@@ -65,6 +65,7 @@ class Limits(_Strict):
     import_timeout_s: float = Field(gt=0)
     forward_timeout_s: float = Field(gt=0)
     memory_mb: int = Field(ge=256)
+    build_memory_mb: int = Field(ge=256)
     max_processes: int = Field(ge=1)
     build_max_processes: int = Field(ge=1)
     output_bytes: int = Field(ge=1024)

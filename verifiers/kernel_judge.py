@@ -128,11 +128,14 @@ def compare(got, want, criteria: Criteria) -> tuple[bool, str, float]:
         same = torch.equal(got, want)
         return same, "" if same else "values differ (exact match required)", 0.0 if same else float("inf")
     g, w = got.double(), want.double()
-    both_nan = torch.isnan(g) & torch.isnan(w)
-    diff = (g - w).abs().masked_fill(both_nan, 0.0)
-    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
-    bound = tol.atol + tol.rtol * w.abs().masked_fill(both_nan, 0.0)
-    bad = diff > bound
+    nan_g, nan_w = torch.isnan(g), torch.isnan(w)
+    # NaN only where the reference has NaN, infinities only where it has the same infinity.
+    special = nan_g | nan_w | torch.isinf(g) | torch.isinf(w)
+    bad_special = special & ~((nan_g & nan_w) | (g == w))
+    plain = ~special
+    diff = torch.where(plain, (g - w).abs(), torch.zeros_like(g))
+    bad = (plain & (diff > tol.atol + tol.rtol * w.abs())) | bad_special
+    diff = torch.where(bad_special, torch.full_like(diff, float("inf")), diff)
     max_err = float(diff.max()) if diff.numel() else 0.0
     if bool(bad.any()):
         n = int(bad.sum())

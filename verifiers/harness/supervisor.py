@@ -243,8 +243,9 @@ class Supervisor:
             raise Stop("pids", f"{len(procs)} candidate processes (limit {cap})")
         total = sum(rss_mb(p) for p in procs)
         self.peak_rss_mb = max(self.peak_rss_mb, total)
-        if total > self.limits["memory_mb"]:
-            raise Stop("memory", f"{total:.0f} MB resident (limit {self.limits['memory_mb']} MB)")
+        mem = self.limits["build_memory_mb"] if self.phase == "import" else self.limits["memory_mb"]
+        if total > mem:
+            raise Stop("memory", f"{total:.0f} MB resident (limit {mem} MB)")
 
     # -- events -----------------------------------------------------------------------
     def pump(self, w: Worker, timeout: float) -> None:

@@ -39,11 +39,13 @@ _write = os.write
 _exit = os._exit
 _dumps = json.dumps
 
-FLOAT_MASKS = {  # dtype -> (int dtype name, mantissa's top bit): flipping it keeps sign and exponent
-    "float32": ("int32", 1 << 22),
-    "float64": ("int64", 1 << 51),
-    "float16": ("int16", 1 << 9),
-    "bfloat16": ("int16", 1 << 6),
+# dtype -> (int dtype of the same width, 3 in the exponent field): adding it multiplies a value
+# by 8 and keeps its sign, so the input stays in the task's domain but the output moves.
+EXPONENT_STEP = {
+    "float32": ("int32", 3 << 23),
+    "float64": ("int64", 3 << 52),
+    "float16": ("int16", 3 << 10),
+    "bfloat16": ("int16", 3 << 7),
 }
 POISON = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
           "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
@@ -64,8 +66,8 @@ class Channel:
         self.fd = event_fd
         self.stdin = sys.stdin.buffer
 
-    def event(self, kind: str, **fields) -> None:
-        line = _dumps({"ev": kind, **fields}, separators=(",", ":"), default=str) + "\n"
+    def event(self, name: str, **fields) -> None:
+        line = _dumps({**fields, "ev": name}, separators=(",", ":"), default=str) + "\n"
         data = line.encode()
         if self.fd is None:
             return
@@ -454,6 +456,8 @@ def role_check(plan: dict, chan: Channel) -> None:
             record["ops"], record["foreign_ops"] = opwatch.take()
             continue
         snaps = [o.detach().clone().contiguous() for o in outs]  # taken the moment forward returns
+        record["shapes"] = [list(o.shape) for o in outs]
+        record["dtypes"] = [dtype_name(o) for o in outs]
         chan.event("returned", run=run["id"], py_threads=_thread._count() - baseline_threads)
         chan.command()  # the supervisor watched the idle window; now look again
         record["py_threads_after"] = _thread._count() - baseline_threads
@@ -484,22 +488,22 @@ def _type_name(obj) -> str:
 # ---------------------------------------------------------------------------- timing roles
 
 class Perturb:
-    """Flip the mantissa's top bit of a few input elements around each timed iteration (and
-    flip it back after), so no two iterations see the same input: an output cached from an
-    earlier call is wrong, and the supervisor audits one iteration's output."""
+    """Scale a few input elements by 8 around each timed iteration (and put the exact bits back
+    after), so no two iterations see the same input: an output cached from an earlier call is
+    wrong, and the supervisor audits one iteration's output against the eager Model's."""
 
     def __init__(self, args, count: int):
         import torch
 
         self.view = None
-        floats = [a for a in args if isinstance(a, torch.Tensor) and dtype_name(a) in FLOAT_MASKS
+        floats = [a for a in args if isinstance(a, torch.Tensor) and dtype_name(a) in EXPONENT_STEP
                   and a.is_contiguous() and a.numel() > 0]
         if not floats:
             return
         target = max(floats, key=lambda t: t.numel())
-        int_name, mask = FLOAT_MASKS[dtype_name(target)]
+        int_name, step = EXPONENT_STEP[dtype_name(target)]
         self.view = target.view(getattr(torch, int_name)).numpy().reshape(-1)
-        self.mask = self.view.dtype.type(mask)
+        self.step = self.view.dtype.type(step)
         self.count = count
 
     def indices(self, seed: int, n: int):
@@ -516,17 +520,24 @@ class Perturb:
         cols = np.arange(self.count, dtype=np.uint64) * np.uint64(2654435761)
         return ((h[:, None] + cols[None, :]) % np.uint64(numel)).astype(np.int64)
 
+    def apply(self, idx):
+        saved = self.view[idx]
+        self.view[idx] = saved + self.step
+        return saved
+
+    def restore(self, idx, saved) -> None:
+        self.view[idx] = saved
+
 
 def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int):
     idx = perturb.indices(seed, n) if perturb is not None else None
-    view = perturb.view if idx is not None else None
     keep = None
     for i in range(n):
-        if view is not None:
-            view[idx[i]] ^= perturb.mask
+        if idx is not None:
+            saved = perturb.apply(idx[i])
         out = fn(*args)
-        if view is not None:
-            view[idx[i]] ^= perturb.mask
+        if idx is not None:
+            perturb.restore(idx[i], saved)
         if i == audit:
             keep = out
     return keep
@@ -609,12 +620,12 @@ def serve(chan, subjects, args, perturb, flush, opwatch=None, integrity=None) ->
         elif op == "replay":
             # Trusted reference only: the output the audited iteration must have produced.
             fn = subjects[cmd["subject"]]
-            idx = perturb.indices(int(cmd["seed"]), int(cmd["audit"]) + 1) if perturb else None
+            idx = perturb.indices(int(cmd["seed"]), int(cmd["audit"]) + 1) if perturb.view is not None else None
             if idx is not None:
-                perturb.view[idx[-1]] ^= perturb.mask
+                saved = perturb.apply(idx[-1])
             out = fn(*args)
             if idx is not None:
-                perturb.view[idx[-1]] ^= perturb.mask
+                perturb.restore(idx[-1], saved)
             _save_audit(cmd["path"], out)
             chan.event("replayed")
         elif op == "finish":

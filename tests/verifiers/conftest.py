@@ -1,0 +1,47 @@
+"""Fixtures for the kernel verifier's tests.
+
+Sandboxed tests share one cache folder per session (the op recorder is built once, each
+candidate's C++ once), and reach a sandbox through the `need` fixture: skipped where no
+backend works, a failure in CI.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+CHEATS = HERE / "cheats"
+HONEST = HERE / "honest"
+SOFTMAX = ROOT / "examples" / "kernels" / "softmax.py"
+
+
+def expected_cheats() -> dict[str, dict]:
+    with open(CHEATS / "expected.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def sandbox_backend() -> tuple[bool, str]:
+    from assay.sandbox.backends import availability
+
+    found = availability()
+    for name in ("docker", "bwrap"):
+        ok, _ = found[name]
+        if ok:
+            return True, name
+    return False, "no sandbox backend (docker or bwrap) works here: " + "; ".join(d for _, d in found.values())
+
+
+@pytest.fixture(scope="session")
+def kernel_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("kernel-verifier-cache")
+
+
+@pytest.fixture
+def backend(need) -> str:
+    ok, detail = sandbox_backend()
+    need(ok, detail)
+    return detail

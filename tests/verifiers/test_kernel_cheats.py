@@ -1,0 +1,73 @@
+"""The cheat suite: every trick in tests/verifiers/cheats/ is rejected, each by the check
+named for it in cheats/expected.toml.
+
+Two layers, two tests per cheat:
+- the default way (kernel-test): a cheat the source scan catches is rejected by that scan
+  before it runs; no sandbox is needed for that.
+- the runtime way (kernel-test-runtime, which runs a candidate even after the scan failed):
+  every cheat runs in sandboxes and the named runtime check must fail on its own. For cheats
+  the scan lets through, this is also how the default profile stops them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from assay.verifiers.kernel import prepare_reference, verify_candidate, verify_kernel
+from assay.verifiers.kernel_scan import SCAN_CHECKS
+
+HERE = Path(__file__).parent
+CHEATS = HERE / "cheats"
+SOFTMAX = HERE.parent.parent / "examples" / "kernels" / "softmax.py"
+with open(CHEATS / "expected.toml", "rb") as f:
+    EXPECTED = tomllib.load(f)
+STATIC = sorted(n for n, e in EXPECTED.items() if e.get("static"))
+
+
+@pytest.mark.parametrize("name", STATIC)
+def test_scan_rejects_before_running(name):
+    report = verify_kernel(SOFTMAX, CHEATS / f"{name}.py", "kernel-test")
+    assert not report.passed
+    check = report.check(EXPECTED[name]["static"])
+    assert check is not None and not check.passed
+    assert report.reasons and any(r.startswith(EXPECTED[name]["static"] + ":") for r in report.reasons)
+    # Nothing ran: no runtime check was reached.
+    assert {c.name for c in report.checks} <= set(SCAN_CHECKS)
+
+
+@pytest.fixture(scope="module")
+def runtime_reference(kernel_cache):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("verifier_conftest", HERE / "conftest.py")
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    ok, backend = helpers.sandbox_backend()
+    if not ok:
+        yield None, backend
+        return
+    with prepare_reference(SOFTMAX, "kernel-test-runtime", backend, kernel_cache) as ref:
+        yield ref, backend
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_runtime_check_rejects_on_its_own(name, runtime_reference, need):
+    ref, detail = runtime_reference
+    need(ref is not None, detail)
+    want = EXPECTED[name]
+    report = verify_candidate(ref, CHEATS / f"{name}.py")
+    assert not report.passed
+    check = report.check(want["runtime"])
+    assert check is not None, f"{want['runtime']} did not run; reasons: {report.reasons}"
+    assert not check.passed, f"{name} got past {want['runtime']}: {check.detail}; reasons: {report.reasons}"
+    for extra in want.get("also", []):
+        assert not report.check(extra).passed, report.reasons
+    if not want.get("static"):
+        # The scan let it through, so under the default profile this runtime check is the one that stops it.
+        assert all(report.check(n).passed for n in SCAN_CHECKS), report.reasons
+    if want.get("timed"):
+        assert "speedup_vs_eager" in report.metrics and "speedup_vs_compile" in report.metrics

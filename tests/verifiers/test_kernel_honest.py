@@ -1,0 +1,34 @@
+"""Honest candidates pass every correctness and anti-gaming check, and get timed against eager
+and torch.compile in the same run. Whether one is *faster* than eager on a shared 2-core test
+machine is measured, not assumed: the speed check is asserted to have run with real figures,
+and test_kernel_cheats shows it failing a candidate that is plainly slower."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from assay.verifiers.kernel import verify_kernel
+
+HERE = Path(__file__).parent
+SOFTMAX = HERE.parent.parent / "examples" / "kernels" / "softmax.py"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["softmax_ctypes", "softmax_omp"])
+def test_honest_softmax_passes_every_check_but_speed_is_measured(name, backend, kernel_cache):
+    report = verify_kernel(SOFTMAX, HERE / "honest" / f"{name}.py", "kernel-test", backend=backend,
+                           cache_dir=kernel_cache)
+    failed = [c for c in report.checks if not c.passed and c.name != "speed"]
+    assert failed == [], report.reasons
+    for name_ in ("correctness", "other_shapes", "no_torch_compute", "extension_symbols", "no_replay",
+                  "no_work_after_return", "consistent_when_timed", "timing_integrity", "roofline", "speed"):
+        assert report.check(name_) is not None, f"{name_} did not run"
+    m = report.metrics
+    for key in ("speedup_vs_eager", "speedup_vs_compile", "time_candidate_s", "time_eager_s", "copy_bandwidth_gbs"):
+        assert math.isfinite(m[key]) and m[key] > 0
+    assert m["speedup_vs_eager"] == pytest.approx(m["time_eager_s"] / m["time_candidate_s"], rel=1e-3)
+    assert report.passed == report.check("speed").passed
+    assert len(report.candidate_sha256) == 64 and len(report.task_sha256) == 64

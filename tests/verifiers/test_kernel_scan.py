@@ -1,0 +1,211 @@
+"""The source scan, on the cheat suite's files and on small snippets. No sandbox needed."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from assay.verifiers.criteria import load_criteria
+from assay.verifiers.kernel_scan import SCAN_CHECKS, scan_candidate
+
+HERE = Path(__file__).parent
+SOFTMAX = HERE.parent.parent / "examples" / "kernels" / "softmax.py"
+
+
+def _expected():
+    spec = importlib.util.spec_from_file_location("verifier_conftest", HERE / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.expected_cheats()
+
+
+EXPECTED = _expected()
+CRITERIA = load_criteria("kernel-test")
+TASK = SOFTMAX.read_text()
+
+
+def scan(source: str) -> dict[str, list]:
+    return scan_candidate(source, CRITERIA, TASK)
+
+
+def failed(source: str) -> set[str]:
+    return {name for name, found in scan(source).items() if found}
+
+
+def test_every_cheat_file_is_listed_and_every_listed_cheat_exists():
+    files = {p.stem for p in (HERE / "cheats").glob("*.py")}
+    assert files == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_cheat_meets_the_scan_it_is_expected_to_meet(name):
+    findings = failed((HERE / "cheats" / f"{name}.py").read_text())
+    static = EXPECTED[name].get("static")
+    if static:
+        assert static in findings, f"{name}: expected {static}, scan found {findings or 'nothing'}"
+    else:
+        assert findings == set(), f"{name} should pass the scan so that its runtime check is what stops it"
+
+
+@pytest.mark.parametrize("path", sorted((HERE / "honest").glob("*.py")), ids=lambda p: p.stem)
+def test_honest_candidates_pass_the_scan(path):
+    assert failed(path.read_text()) == set()
+
+
+HEADER = "import torch\nimport torch.nn as nn\n"
+
+
+def model(body: str, header: str = HEADER) -> str:
+    return header + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" + "".join(
+        f"        {line}\n" for line in body.strip().splitlines())
+
+
+@pytest.mark.parametrize(
+    "body, check",
+    [
+        ("return torch.softmax(x, -1)", "source_no_torch_compute"),
+        ("return torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)", "source_no_torch_compute"),
+        ("return x.exp()", "source_no_torch_compute"),
+        ("f = torch.nn.functional.gelu\nreturn f(x)", "source_no_torch_compute"),
+        ("return torch.Tensor.softmax(x, -1)", "source_no_torch_compute"),
+        ("return getattr(x, 'softmax')(-1)", "source_no_torch_compute"),
+        ("return getattr(torch, 'soft' + 'max')(x, -1)", "source_no_dynamic_code"),
+        ("return eval('torch.softmax')(x, -1)", "source_no_dynamic_code"),
+        ("return __import__('torch').softmax(x, -1)", "source_no_dynamic_code"),
+        ("return torch._C._nn.gelu(x)", "source_no_dynamic_code"),
+        ("return vars(torch)['softmax'](x, -1)", "source_no_dynamic_code"),
+        ("return x.__class__", "source_no_dynamic_code"),
+        ("torch.allclose = lambda *a, **k: True\nreturn x", "source_no_harness_tampering"),
+        ("setattr(torch, 'equal', None)\nreturn x", "source_no_harness_tampering"),
+        ("exit(0)", "source_no_system_access"),
+        ("import os\nos.system('true')\nreturn x", "source_no_system_access"),
+        ("import subprocess\nreturn x", "source_imports"),
+        ("import numpy\nreturn x", "source_imports"),
+        ("from softmax import Model\nreturn Model()(x)", "source_imports"),
+        ("from . import helper\nreturn x", "source_imports"),
+        ("from torch import *\nreturn x", "source_imports"),
+    ],
+)
+def test_python_rules(body, check):
+    assert check in failed(model(body))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "out = torch.empty_like(x)\nreturn out",
+        "rows, cols = x.shape[0], x.size(-1)\nreturn torch.empty((rows, cols), dtype=torch.float32)",
+        "assert x.is_contiguous() and x.dtype == torch.float32\nreturn torch.empty_like(x).view(x.shape)",
+        "parts = 'a,b'.split(',')\nreturn torch.empty(len(parts))",
+    ],
+)
+def test_allocation_and_metadata_are_allowed(body):
+    assert failed(model(body)) == set()
+
+
+def test_model_new_init_may_build_parameters_with_torch():
+    source = HEADER + (
+        "\n\nclass ModelNew(nn.Module):\n"
+        "    def __init__(self, n):\n"
+        "        super().__init__()\n"
+        "        self.linear = nn.Linear(n, n)\n"
+        "        self.scale = nn.Parameter(torch.randn(n) * 0.5)\n"
+        "    def forward(self, x):\n"
+        "        return torch.empty_like(x)\n"
+    )
+    task = "import torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self, n): pass\n    def forward(self, x): pass\n"
+    assert not any(scan_candidate(source, CRITERIA, task).values())
+
+
+def test_compute_outside_init_is_still_caught_next_to_an_exempt_init():
+    source = model("return self.linear(x).relu()").replace(
+        "class ModelNew(nn.Module):\n", "class ModelNew(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.linear = nn.Linear(4, 4)\n")
+    assert "source_no_torch_compute" in failed(source)
+
+
+def cpp(code: str) -> str:
+    return (HEADER + "from torch.utils.cpp_extension import load_inline\n"
+            f"_SRC = r'''\n{code}\n'''\n"
+            "_m = load_inline(name='k', cpp_sources=_SRC, functions=['f'])\n"
+            "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return _m.f(x)\n")
+
+
+@pytest.mark.parametrize(
+    "code, check",
+    [
+        ("torch::Tensor f(torch::Tensor x) { return at::softmax(x, -1); }", "source_no_torch_compute"),
+        ("torch::Tensor f(torch::Tensor x) { return x.softmax(-1); }", "source_no_torch_compute"),
+        ("torch::Tensor f(torch::Tensor x) { return torch::exp(x); }", "source_no_torch_compute"),
+        ("#define NS at::\ntorch::Tensor f(torch::Tensor x) { return NS softmax(x, -1); }", "source_no_dynamic_code"),
+        ("#define CAT(a, b) a##b\ntorch::Tensor f(torch::Tensor x) { return x; }", "source_no_dynamic_code"),
+        ("torch::Tensor f(torch::Tensor x) { return at::native::softmax(x, -1, false); }", "source_no_dynamic_code"),
+        ("#include <dlfcn.h>\ntorch::Tensor f(torch::Tensor x) { dlsym(RTLD_DEFAULT, \"x\"); return x; }", "source_no_dynamic_code"),
+        ("torch::Tensor f(torch::Tensor x) { std::thread t([]{}); t.detach(); return x; }", "source_no_system_access"),
+        ("torch::Tensor f(torch::Tensor x) { _exit(0); return x; }", "source_no_system_access"),
+        ("torch::Tensor f(torch::Tensor x) { system(\"true\"); return x; }", "source_no_system_access"),
+        ("TORCH_LIBRARY(my, m) { m.def(\"f\", &f); }", "source_no_dynamic_code"),
+    ],
+)
+def test_inline_cpp_rules(code, check):
+    assert check in failed(cpp(code))
+
+
+def test_plain_cpp_kernel_with_openmp_is_allowed():
+    code = (
+        "torch::Tensor f(torch::Tensor x) {\n"
+        "  auto out = at::empty_like(x);\n"
+        "  const float* a = x.data_ptr<float>(); float* b = out.data_ptr<float>();\n"
+        "  // comments may say at::softmax or exit(0) freely\n"
+        "  #pragma omp parallel for\n"
+        "  for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] > 0.f ? a[i] : 0.f;\n"
+        "  return out;\n}"
+    )
+    assert failed(cpp(code)) == set()
+
+
+@pytest.mark.parametrize(
+    "line, check",
+    [
+        ("ctypes.CDLL('libtorch_cpu.so')", "source_no_dynamic_code"),
+        ("ctypes.CDLL(None)", "source_no_dynamic_code"),
+        ("ctypes.pythonapi.Py_IncRef", "source_no_dynamic_code"),
+        ("ctypes.memmove(0, 0, 0)", "source_no_dynamic_code"),
+        ("ctypes.c_float.from_address(x.data_ptr())", "source_no_dynamic_code"),
+    ],
+)
+def test_ctypes_may_only_load_what_was_built(line, check):
+    assert check in failed(model(f"{line}\nreturn x", HEADER + "import ctypes\n"))
+
+
+def test_ctypes_loading_the_built_library_is_allowed():
+    source = HEADER + (
+        "import ctypes\nfrom torch.utils.cpp_extension import load\n"
+        "so = load(name='k', sources=['k.cpp'], is_python_module=False)\n"
+        "lib = ctypes.CDLL(so)\n"
+        "lib.run.argtypes = [ctypes.c_void_p, ctypes.c_long]\n"
+        "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        out = torch.empty_like(x)\n        lib.run(ctypes.c_void_p(out.data_ptr()), x.numel())\n        return out\n"
+    )
+    assert failed(source) == set()
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("def broken(:\n", "does not parse"),
+        ("import torch\nclass Model2: pass\n", "defines no class ModelNew"),
+        ("import torch.nn as nn\nclass ModelNew(nn.Module):\n    pass\n", "no forward"),
+        ("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x, y):\n        return x\n",
+         "ModelNew.forward takes 2"),
+    ],
+)
+def test_missing_or_malformed_model_new(source, message):
+    found = scan(source)["candidate_file"]
+    assert found and message in str(found[0])
+
+
+def test_every_scan_check_is_reported():
+    assert set(scan(model("return torch.empty_like(x)"))) == set(SCAN_CHECKS)

@@ -1,0 +1,68 @@
+"""The extension symbol check on `nm -D --undefined-only -C` listings."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from assay.verifiers.criteria import load_criteria
+from assay.verifiers.kernel_symbols import allowed_structs, judge_symbols
+
+CRITERIA = load_criteria("kernel-test")
+
+
+def nm(*symbols: str) -> str:
+    return "\n".join(f"                 U {s}" for s in symbols)
+
+
+def test_allocation_ops_map_to_their_ops_structs():
+    ok = allowed_structs(tuple(CRITERIA.ops.allowed))
+    assert {"empty_memory_format", "empty_like", "empty_strided", "fill__Scalar"} <= ok
+    assert "softmax_int" not in ok and "_softmax" not in ok and "copy_" not in ok
+
+
+def test_an_honest_extension_is_clean():
+    listing = nm(
+        "at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>, std::optional<c10::Layout>, "
+        "std::optional<c10::Device>, std::optional<bool>, std::optional<c10::MemoryFormat>)",
+        "GOMP_parallel@GOMP_4.0", "expf@GLIBC_2.27", "_ZGVeN16v_expf@GLIBC_2.22",
+        "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",
+        "pybind11::detail::type_caster<at::Tensor, void>::load(pybind11::handle, bool)",
+    )
+    assert judge_symbols(listing, CRITERIA) == []
+
+
+@pytest.mark.parametrize(
+    "symbol, words",
+    [
+        ("at::_ops::softmax_int::call(at::Tensor const&, long, std::optional<c10::ScalarType>)", "softmax_int"),
+        ("at::_ops::copy_::call(at::Tensor&, at::Tensor const&, bool)", "copy_"),
+        ("at::_ops::exp::redispatch(c10::DispatchKeySet, at::Tensor const&)", "redispatch"),
+        ("at::native::softmax_cpu(at::Tensor const&, long, bool)", "directly"),
+        ("at::cpu::_softmax(at::Tensor const&, long, bool)", "directly"),
+        ("at::clearCallbacks()", "recording"),
+        ("c10::impl::ExcludeDispatchKeyGuard::ExcludeDispatchKeyGuard(c10::DispatchKeySet)", "dispatcher"),
+        ("dlsym@GLIBC_2.34", "dlsym"),
+        ("pthread_create@GLIBC_2.34", "threads"),
+        ("std::thread::_M_start_thread(std::unique_ptr<std::thread::_State>, void (*)())", "std::thread"),
+        ("fork@GLIBC_2.2.5", "processes"),
+        ("_exit@GLIBC_2.2.5", "ends the process"),
+        ("socket@GLIBC_2.2.5", "sockets"),
+    ],
+)
+def test_forbidden_imports_are_named(symbol, words):
+    problems = judge_symbols(nm(symbol), CRITERIA)
+    assert problems and words in problems[0]
+
+
+@pytest.mark.skipif(shutil.which("nm") is None or shutil.which("g++") is None, reason="needs binutils and g++")
+def test_on_a_real_library_built_here(tmp_path):
+    """A tiny C++ library calling a libc function it should not: nm's listing, judged."""
+    src = tmp_path / "k.cpp"
+    src.write_text('#include <stdlib.h>\nextern "C" int k(void) { return system("true"); }\n')
+    lib = tmp_path / "k.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    out = subprocess.run(["nm", "-D", "--undefined-only", "-C", str(lib)], capture_output=True, text=True, check=True)
+    assert any("system" in p for p in judge_symbols(out.stdout, CRITERIA))
