@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from assay.tools.context import ToolContext
 from assay.tools.registry import registry
+
+# Linux refuses one argument over 128 KiB (MAX_ARG_STRLEN) and an argv over ARG_MAX, so
+# longer ones could only fail in the sandbox; refused here, they never reach the sandbox or
+# the ledger (which records every call's arguments).
+MAX_ARG_BYTES = 128 * 1024
+MAX_ARGV_BYTES = 1024 * 1024
 
 
 class ExecArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    command: list[str] = Field(..., min_length=1, max_length=256, description="argv, e.g. ['python', 'test.py']")
+    command: list[Annotated[str, Field(max_length=MAX_ARG_BYTES)]] = Field(
+        ..., min_length=1, max_length=256, description="argv, e.g. ['python', 'test.py']"
+    )
     timeout_s: float = Field(30.0, gt=0, le=3600)
     stdin: str | None = Field(None, max_length=1 << 20)
+
+    @field_validator("command")
+    @classmethod
+    def _argv_fits(cls, command: list[str]) -> list[str]:
+        sizes = [len(a.encode("utf-8", "surrogatepass")) + 1 for a in command]
+        if max(sizes, default=0) > MAX_ARG_BYTES or sum(sizes) > MAX_ARGV_BYTES:
+            raise ValueError(f"each argument must be under {MAX_ARG_BYTES >> 10} KiB and all together under {MAX_ARGV_BYTES >> 20} MiB")
+        return command
 
 
 class ExecOutput(BaseModel):

@@ -9,12 +9,14 @@ these arguments. Placeholders are restored only for tools whose capability allow
 from __future__ import annotations
 
 import dataclasses
+import logging
 from contextvars import ContextVar
 from typing import Any, Callable, Protocol
 
 from assay.policies.capabilities import Decision
 from assay.tools.seam import Handler, ToolCall, ToolOutcome, error
 
+log = logging.getLogger(__name__)
 
 # The decision on the call in flight in this task. The audit wrapper reads it when a call is
 # interrupted after it was decided (a client cancelling during the tool or the padding hold),
@@ -43,7 +45,17 @@ class PolicyCheck:
         self.inner, self.decide, self.record, self.approvals, self.restore = inner, decide, record, approvals, restore
 
     async def __call__(self, call: ToolCall) -> ToolOutcome:
-        decision = self.decide(call)
+        try:
+            decision = self.decide(call)
+        except Exception as exc:  # fail closed, and on the record, like any other denial
+            log.exception("capability check failed for %s", call.name)
+            decision = Decision(
+                "deny",
+                f"{call.name}#check-failed",
+                f"denied: the capability check could not judge these arguments ({type(exc).__name__}); "
+                "simplify them (shorter paths, fewer nested values) and try again",
+                call.name,
+            )
         if decision.effect == "approve":
             status = self.approvals.status(call)
             if status == "approved":

@@ -248,3 +248,22 @@ async def test_concurrent_calls_each_see_their_own_decision():
         tg.start_soon(one, "a")
         tg.start_soon(one, "b")
     assert seen == {"a": "a#default", "b": "b#default"}
+
+
+async def test_a_capability_check_that_crashes_fails_closed_and_on_the_record():
+    recorded = []
+    ran = []
+
+    def decide(c):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    async def tool(c):
+        ran.append(c)
+        return ToolOutcome(text="ran")
+
+    gate = PolicyCheck(tool, decide=decide, record=lambda c, d: recorded.append((d.effect, d.rule)),
+                       approvals=FakeApprovals(), restore=lambda a: (a, 0))
+    out = await gate(call("write_file", path="d/" * 2000))
+    assert not ran and out.is_error and out.decision == "deny"
+    assert recorded == [("deny", "write_file#check-failed")]
+    assert "could not judge" in out.text and "RecursionError" in out.text
