@@ -560,10 +560,13 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
                     how = "same input memory, new values" if run.get("reuse_buffers_of") == earlier else "different inputs"
                     replays.append(f"{label} returned the output of run {earlier} ({how})")
                     break
+    if report.get("compilers"):
+        checks.fail("no_torch_compute", f"the candidate ran torch's compiler ({', '.join(map(str, report['compilers']))} "
+                    "loaded): its kernel would be torch's, not its own")
     if bad_ops:
         shown = ", ".join(f"{op} x{n}" for op, n in sorted(bad_ops.items(), key=lambda kv: -kv[1])[:8])
         checks.fail("no_torch_compute", f"forward dispatched torch ops beyond allocation: {shown}")
-    else:
+    elif not report.get("compilers"):
         checks.ok("no_torch_compute", "forward dispatched only allocation and view ops")
     integrity = report.get("integrity")
     if not isinstance(integrity, list):
@@ -655,7 +658,9 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
               "perturb_elements": tm.perturb_elements, "flush_mb": tm.flush_mb}
     ref_plan = {"role": "time-ref", "task": f"{rt.IN_TASK}/task.py", "copy_bytes": first["min_bytes"], **common}
     cand_plan = {"role": "time-cand", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref), **common}
-    ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
+    (ws / "refhome" / "tmp").mkdir()
+    ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TMPDIR=f"{rt.WORKDIR}/refhome/tmp",
+                          TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
     plan = {
         "mode": "time",
         "reference": rt.worker_spec(ref_plan, ref_env),
@@ -689,21 +694,25 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
         checks.fail("no_torch_compute", "while timed, forward dispatched " + ", ".join(f"{k} x{v}" for k, v in list(bad.items())[:8]))
     if report.get("integrity"):
         checks.fail("harness_integrity", "while timed: " + "; ".join(map(str, report["integrity"][:8])))
+    if report.get("compilers"):
+        checks.fail("no_torch_compute", "while timed, the candidate ran torch's compiler")
     _audit(ref, checks, ws, result, report)
 
     times = {s: median_per_iter(log, s) for s in ("eager", "compiled", "copy", "candidate")}
     t_eager, t_comp, t_copy, t_cand = (times[s][0] for s in ("eager", "compiled", "copy", "candidate"))
     problems = list(result.get("integrity") or [])
-    ratio = scaling(times["candidate"][1])
+    ratio = scaling(times["candidate"][1], "cpu_s")
+    wall_ratio = scaling(times["candidate"][1], "wall_s")
     if not ratio >= tm.scaling_min:
-        problems.append(f"the candidate's time does not follow its iteration count (2n/n = {ratio:.2f}, need >= {tm.scaling_min})")
+        problems.append(f"the candidate's CPU time does not follow its iteration count (3n/n = {ratio:.2f}, "
+                        f"wall {wall_ratio:.2f}; need >= {tm.scaling_min})")
     windows = sum(float(e.get("wall_s", 0)) for e in log)
     if windows > host_wall + 0.5:
         problems.append(f"the timed windows add up to {windows:.2f} s, more than the {host_wall:.2f} s the exec took")
     if problems:
         checks.fail("timing_integrity", "; ".join(problems))
     else:
-        checks.ok("timing_integrity", f"supervisor clock, interleaved rounds, 2n/n = {ratio:.2f}")
+        checks.ok("timing_integrity", f"supervisor clock, interleaved rounds, 3n/n = {ratio:.2f} CPU, {wall_ratio:.2f} wall")
     min_bytes = int(first["min_bytes"])
     copy_bytes = int(result.get("copy_bytes") or min_bytes)
     t_copy_task = t_copy * min_bytes / max(copy_bytes, 1)
@@ -722,7 +731,9 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
         "timing_iterations": sum(int(e["n"]) for e in cand_rounds),
         "cpu_per_wall": {s: round(sum(float(e["cpu_s"]) for e in times[s][1])
                                   / max(sum(float(e["wall_s"]) for e in times[s][1]), 1e-9), 3) for s in times},
-        "round_ms": {s: [round(1e3 * float(e["wall_s"]) / int(e["n"]), 3) for e in times[s][1]] for s in times},
+        # Every timed round as [iterations, wall ms, CPU ms], for whoever audits the figures.
+        "rounds": {s: [[int(e["n"]), round(1e3 * float(e["wall_s"]), 3), round(1e3 * float(e["cpu_s"]), 3)]
+                       for e in times[s][1]] for s in times},
         "timing_wall_s": round(res.duration_s, 3),
     })
     if t_cand < bound:

@@ -36,11 +36,18 @@ SCAN_CHECKS = (
 DYNAMIC_CALLS = {"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
                  "setattr", "delattr"}
 SYSTEM_CALLS = {"exit", "quit", "input", "help"}
+# Paths a kernel has no business naming: other processes and file descriptors (the harness's
+# pipes among them), the verifier's mounts and result files.
+SENSITIVE_PATHS = re.compile(r"/proc\b|/dev/(fd|std|shm|tty|pts|mem|kmsg)|/sys/|^/assay|[\"' ]/assay/|/workspace/out|@@ASSAY")
 # ctypes reaches raw memory and foreign libraries; a candidate needs only its own library.
 CTYPES_DENIED = {"pythonapi", "PyDLL", "pydll", "memmove", "memset", "string_at", "wstring_at", "cast",
                  "util", "CFUNCTYPE", "PYFUNCTYPE", "WINFUNCTYPE", "addressof", "pointer", "byref",
                  "from_address", "from_buffer", "dlopen", "RTLD_GLOBAL", "_dlopen", "_SimpleCData"}
 CTYPES_LOADERS = {"CDLL", "cdll", "LoadLibrary"}
+# torch entry points that make torch write or run the kernel (compilers, op registries, the
+# C core): refused even in ModelNew.__init__, where building parameters is otherwise free.
+NEVER_TORCH = {"compile", "jit", "fx", "export", "_dynamo", "_inductor", "library", "ops", "_C", "_ops",
+               "autograd", "hub", "package", "_higher_order_ops", "_prims", "_refs", "_decomp", "backends"}
 
 CPP_DYNAMIC = [
     (r"\bdl(open|sym|vsym|mopen)\b", "loads symbols at run time ({0})"),
@@ -198,9 +205,14 @@ class Scanner(ast.NodeVisitor):
                 break
 
     def _judge_torch(self, full: list[str], node: ast.AST, dotted: str) -> None:
-        if self.exempt_depth or len(full) < 2:
+        if len(full) < 2:
             return
         second = full[1]
+        if second in NEVER_TORCH:
+            self.add("source_no_torch_compute", node, f"uses {dotted} (torch would write or run the kernel)")
+            return
+        if self.exempt_depth:
+            return
         if second == "nn" and len(full) > 2:
             third = full[2]
             if third == "functional":
@@ -233,11 +245,11 @@ class Scanner(ast.NodeVisitor):
             if full is not None:
                 self._judge_path(full, node)
                 return  # the chain is judged whole; do not judge its prefixes again
-        self._judge_method(node)
         self.generic_visit(node)
 
     def _judge_method(self, node: ast.Attribute) -> None:
-        """`<expr>.softmax(...)`-style calls on anything that may be a tensor."""
+        """`<expr>.softmax(...)`-style calls on anything that may be a tensor. Only calls: an
+        attribute merely read (`device.type`, `self.norm.weight`) shares a name, not a meaning."""
         name = node.attr
         if self.exempt_depth or name in self.c.allowed_tensor_methods or name.startswith("is_"):
             return
@@ -260,6 +272,9 @@ class Scanner(ast.NodeVisitor):
                 self.add("source_no_dynamic_code", node, f"calls {func.id}()")
             if func.id in SYSTEM_CALLS:
                 self.add("source_no_system_access", node, f"calls {func.id}()")
+            if func.id == "open" and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, int):
+                self.add("source_no_system_access", node, "opens a file descriptor by number")
             if func.id in ("getattr", "hasattr") and len(node.args) >= 2:
                 name = node.args[1]
                 if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
@@ -274,7 +289,14 @@ class Scanner(ast.NodeVisitor):
         full = self._resolve(parts) if parts else None
         if full and full[0] == "ctypes" and full[-1] in CTYPES_LOADERS:
             self._judge_loader(node, ".".join(full))
+        if isinstance(func, ast.Attribute) and full is None:
+            self._judge_method(func)
         self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and SENSITIVE_PATHS.search(node.value):
+            m = SENSITIVE_PATHS.search(node.value)
+            self.add("source_no_system_access", node, f"names {m.group(0).strip()!r} (other processes, descriptors or the verifier's files)")
 
     def _judge_getattr(self, node: ast.Call, attr: str) -> None:
         target = _dotted(node.args[0])

@@ -68,6 +68,7 @@ def model(body: str, header: str = HEADER) -> str:
         ("return torch.softmax(x, -1)", "source_no_torch_compute"),
         ("return torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)", "source_no_torch_compute"),
         ("return x.exp()", "source_no_torch_compute"),
+        ("return x.type(torch.float64)", "source_no_torch_compute"),
         ("f = torch.nn.functional.gelu\nreturn f(x)", "source_no_torch_compute"),
         ("return torch.Tensor.softmax(x, -1)", "source_no_torch_compute"),
         ("return getattr(x, 'softmax')(-1)", "source_no_torch_compute"),
@@ -99,6 +100,7 @@ def test_python_rules(body, check):
         "rows, cols = x.shape[0], x.size(-1)\nreturn torch.empty((rows, cols), dtype=torch.float32)",
         "assert x.is_contiguous() and x.dtype == torch.float32\nreturn torch.empty_like(x).view(x.shape)",
         "parts = 'a,b'.split(',')\nreturn torch.empty(len(parts))",
+        "assert x.device.type == 'cpu'\nreturn torch.empty_like(x)",
     ],
 )
 def test_allocation_and_metadata_are_allowed(body):

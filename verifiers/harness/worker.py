@@ -476,8 +476,14 @@ def role_check(plan: dict, chan: Channel) -> None:
         record["saved"] = True
         # Keep the outputs alive so a later run cannot be handed the same memory unnoticed.
         held_inputs[("out", run["id"])] = outs
-    chan.event("finished", report={"runs": runs, "integrity": integrity.problems(opwatch)})
+    chan.event("finished", report={"runs": runs, "integrity": integrity.problems(opwatch), "compilers": compilers()})
     _exit(0)
+
+
+def compilers() -> list[str]:
+    """torch's compilers are not imported by `import torch`; if they are loaded now, the
+    candidate had torch write its kernel (torch.compile in __init__ leaves no op to record)."""
+    return [m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules]
 
 
 def _type_name(obj) -> str:
@@ -563,6 +569,14 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
     args = load_inputs(plan["inputs_file"], plan["inputs"])
     compiled = torch.compile(model)
     compiled(*args)  # compiles (from the cache the reference sandbox filled)
+    # The compiled kernels are loaded now; take them off the disk before the candidate starts,
+    # so it cannot load torch.compile's kernel and pass it off as its own.
+    import shutil
+
+    for var in ("TORCHINDUCTOR_CACHE_DIR", "TMPDIR"):
+        folder = os.environ.get(var)
+        if folder and folder.startswith("/workspace/"):
+            shutil.rmtree(folder, ignore_errors=True)
     half = max(1, plan["copy_bytes"] // 8)  # float32 elements in each of src and dst
     src, dst = torch.randn(half), torch.empty(half)
     subjects = {"eager": model, "compiled": compiled, "copy": lambda *a: dst.copy_(src)}
@@ -636,6 +650,7 @@ def serve(chan, subjects, args, perturb, flush, opwatch=None, integrity=None) ->
                 report["ops"], report["foreign_ops"] = opwatch.take()
             if integrity is not None:
                 report["integrity"] = integrity.problems(opwatch)
+                report["compilers"] = compilers()
             chan.event("finished", report=report)
             _exit(0)
         else:
