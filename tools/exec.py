@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from assay.tools.context import ToolContext
+from assay.tools.files import cut_at_boundary
 from assay.tools.registry import registry
 
 # Linux refuses one argument over 128 KiB (MAX_ARG_STRLEN) and an argv over ARG_MAX, so
@@ -43,11 +44,21 @@ class ExecOutput(BaseModel):
     truncated: bool
 
 
+def _drop_partial_line(text: str) -> str:
+    """A stream the sandbox cut, without its unfinished last line (which may end inside a
+    secret the redactor could then not recognise)."""
+    if not text or text.endswith("\n"):
+        return text
+    data = text.encode("utf-8", "surrogateescape")
+    return cut_at_boundary(data, len(data) - 1).decode("utf-8", "ignore")
+
+
 def _cap(text: str, limit: int) -> tuple[str, bool]:
-    data = text.encode()
+    """Output over the limit is cut between lines, never inside a word (see cut_at_boundary)."""
+    data = text.encode("utf-8", "surrogateescape")
     if len(data) <= limit:
         return text, False
-    return data[:limit].decode("utf-8", "ignore"), True
+    return cut_at_boundary(data, limit).decode("utf-8", "ignore"), True
 
 
 @registry.tool(destructive=True)
@@ -56,8 +67,11 @@ def exec(ctx: ToolContext, args: ExecArgs) -> ExecOutput:  # noqa: A001 - the to
     timeout = min(args.timeout_s, float(ctx.grants.get("max_timeout_s", args.timeout_s)))
     res = ctx.sandbox().exec(args.command, timeout=timeout, stdin=args.stdin)
     limit = int(ctx.grants.get("max_output_bytes", 1 << 20))
-    out, t1 = _cap(res.stdout, limit)
-    err, t2 = _cap(res.stderr, limit)
+    stdout, stderr = res.stdout, res.stderr
+    if res.truncated:  # the sandbox cut a stream at its own limit, maybe inside a word
+        stdout, stderr = _drop_partial_line(stdout), _drop_partial_line(stderr)
+    out, t1 = _cap(stdout, limit)
+    err, t2 = _cap(stderr, limit)
     return ExecOutput(
         exit_code=res.exit_code,
         stdout=out,

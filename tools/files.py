@@ -103,13 +103,33 @@ def open_in_workspace(ws: Path, path: str, flags: int, mode: int = 0o644) -> int
         os.close(dir_fd)
 
 
+def cut_at_boundary(data: bytes, limit: int) -> bytes:
+    """At most `limit` bytes of `data`, cut after a line (or, on a line longer than the limit,
+    after a space), never inside a word.
+
+    Redaction runs after the cut, and a secret cut in two is a prefix no detector knows: with
+    a cut the caller chooses (read_file's max_bytes) it would hand out a secret's first bytes.
+    A token or password sits on one line, so a cut between lines keeps it whole or drops it.
+    Without any line end or space before the limit nothing is returned rather than half a word.
+    """
+    if len(data) <= limit:
+        return data
+    head = data[:limit]
+    nl = head.rfind(b"\n")
+    if nl >= 0:
+        return head[: nl + 1]
+    spaces = [head.rfind(c) for c in (b" ", b"\t", b"\r", b"\f", b"\v")]
+    return head[: max(spaces) + 1] if max(spaces) >= 0 else b""
+
+
 def read_bytes(ws: Path, path: str, cap: int) -> tuple[bytes, int]:
+    """At most `cap` bytes of a workspace file (cut as `cut_at_boundary` does), and its size."""
     fd = open_in_workspace(ws, path, os.O_RDONLY)
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise ToolFailure(f"{path!r} is not a regular file")
-        return fh.read(cap), st.st_size
+        return cut_at_boundary(fh.read(cap + 1), cap), st.st_size
 
 
 class ListArgs(_Args):
