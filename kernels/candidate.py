@@ -104,14 +104,32 @@ def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
         chain = Chain.from_json(spec["chain"])
         leaves = [_ref_expr(info, l["ref"], names) for l in chain.leaves]
         full = next(j for j, l in enumerate(chain.leaves) if l["kind"] == "full")
-        flat = not any(l["kind"] in ("tail", "row") for l in chain.leaves)
+        # The kernel walks contiguous segments of `_seg` elements; within one, every tail leaf is
+        # contiguous and every row leaf constant. The longest such segment is the gcd of the tail
+        # periods and the row leaves' runs (for a (C,1,1) multiplier on NCHW: H*W, not W).
+        runs, dims = [], []
+        for l in chain.leaves:
+            if l["kind"] == "tail":
+                runs.append(f"_prod(_shape[{l['a']}:])")
+            elif l["kind"] == "row":
+                runs.append(f"_prod(_shape[{l['b']}:])")
+        k = 0
+        for l in chain.leaves:
+            if l["kind"] == "tail":
+                dims.append(f"_runs[{k}]")
+                k += 1
+            elif l["kind"] == "row":
+                dims += [f"_runs[{k}] // _seg", f"_prod(_shape[{l['a']}:{l['b']}])"]
+                k += 1
         return [
             f"_ts = ({', '.join(leaves)},)",
             "_check(_ts)",
             f"_shape = _ts[{full}].shape",
             "_out = torch.empty(_shape, dtype=torch.float32)",
             "_numel = _out.numel()",
-            f"_dims = [_numel, {'_numel' if flat else '_shape[-1]'}, {', '.join(_leaf_dims(chain, '_shape'))}]",
+            f"_runs = [{', '.join(runs)}]",
+            "_seg = math.gcd(*_runs) if _runs else _numel",
+            f"_dims = [_numel, max(_seg, 1), {', '.join(dims)}]",
             "_run(_variant, (_out,) + _ts, _dims, self._k)",
             "return _out",
         ]

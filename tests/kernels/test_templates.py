@@ -76,3 +76,25 @@ def test_candidate_forward_calls_no_torch_compute(ksb, suite_infos):
                        and ast.unparse(c.func).startswith(("torch.", "F.", "nn."))}
         assert torch_calls <= {"torch.empty"}, (name, torch_calls)
         assert "Model(" not in ast.unparse(tree), name
+
+
+@pytest.mark.parametrize("name", ["scale_clamp_mul", "rmsnorm", "linear_bias_relu", "bias_gelu_residual"])
+def test_candidate_rendered_at_one_size_runs_at_another(name, ksb, task_dir):
+    """A verifier resizes the task (module constants) and reuses the agent's candidate: sizes and
+    constructor constants must come from the arguments and shapes, not be baked in."""
+    from assay.kernels import inspect_task
+    from assay.kernels.task import resized, size_constants
+
+    src = EXAMPLES / f"{name}.py"
+    small = shrink(src, task_dir)
+    p = plan(inspect_task(ksb, small))[0]
+    cand = task_dir / f"{name}_candidate.py"
+    cand.write_text(render(p.template, p.space.configs[0]))
+    sizes = size_constants(src.read_text())
+    other = {k: max(2, v // 64 + 5) for k, v in sizes.items()}   # different, still odd-ish sizes
+    floats = {"SCALE": 0.75, "CLAMP_MIN": -0.5, "EPS": 1e-3}     # constructor constants move too
+    other_task = resized(src, task_dir / f"{name}_other.py", other)
+    extra = "".join(f"{k} = {v}\n" for k, v in floats.items() if k in src.read_text())
+    other_task.write_text(other_task.read_text() + extra)
+    res = quick_test(ksb, other_task, cand, seeds=(5,))
+    assert res.ok, (res.error, res.detail[-1500:], res.trials)
