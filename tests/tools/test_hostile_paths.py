@@ -232,3 +232,42 @@ async def test_traps_planted_by_code_in_the_sandbox(workspace, outside, need, ba
     assert not listing.is_error
     assert (workspace / "task.py").read_text() == "REFERENCE = 1\n"
     assert (outside / "canary.txt").read_text() == f"{CANARY}\n"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="tools/submit.py lists files with lstat, then copies them by path (read_bytes "
+                   "follows a symlink swapped in since): host files end up in the submission snapshot")
+def test_submit_never_copies_a_file_from_outside_the_workspace(workspace, outside, tmp_path):
+    """The same flipper swaps a regular file `d` for a symlink to the host canary while the
+    agent submits: no snapshot may ever hold the canary."""
+    import subprocess
+    import sys
+
+    from assay.ledger import Ledger
+    from assay.settings import settings
+    from assay.tools.context import ToolContext
+    from assay.tools.registry import default_registry
+    from assay.tools.seam import ToolCall
+
+    (workspace / "candidate.py").write_text("x = 1\n")
+    (workspace / "d").write_text("inside\n")
+    with Ledger.open(f"sqlite:///{tmp_path / 'submit-ledger.db'}") as led:
+        run = led.create_run(job="race", kind="kernel", brain="test")
+        spec = default_registry().get("submit")
+        ctx = ToolContext(run_id=run.id, role="t", workspace=workspace, sandbox=lambda: None, ledger=led)
+        args = spec.input_model.model_validate({"entry": "candidate.py"})
+        flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(workspace), str(outside / "canary.txt"), "4"],
+                                   stdout=subprocess.PIPE)
+        n = 0
+        try:
+            while flipper.poll() is None:
+                try:
+                    spec.fn(ctx.for_call(ToolCall(name="submit", arguments={}, key="k")), args)
+                except Exception:
+                    continue  # a file vanished mid-walk: an error, not a leak
+                n += 1
+        finally:
+            flipper.communicate(timeout=30)
+        snapshots = settings().home / "runs" / run.id / "submissions"
+        leaked = [p for p in snapshots.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+    assert n > 20
+    assert not leaked, f"{len(leaked)} of {n} snapshots hold a host file"
