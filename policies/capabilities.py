@@ -177,7 +177,13 @@ class CapabilityPolicy:
 
     # -- one call ---------------------------------------------------------------------
 
-    def decide(self, tool: str, arguments: Mapping[str, Any] | None = None, *, now: float | None = None) -> Decision:
+    def decide(
+        self, tool: str, arguments: Mapping[str, Any] | None = None, *, now: float | None = None,
+        paths: list[Any] | None = None,
+    ) -> Decision:
+        """`paths`: every path the call touches, when the tool names them otherwise than `path`
+        (diff's a and b, submit's entry). Each is judged as if it were the call's `path`, and
+        the most restrictive answer stands, so no argument name escapes a path constraint."""
         now = time.time() if now is None else now
         cap = self.manifest.tools.get(tool) if isinstance(tool, str) else None
         if cap is None:
@@ -189,7 +195,11 @@ class CapabilityPolicy:
                 str(tool),
             )
         arguments = {} if arguments is None else arguments
-        decision = self._decide_call(tool, cap, arguments)
+        if paths is None or not isinstance(arguments, Mapping):
+            decision = self._decide_call(tool, cap, arguments)
+        else:
+            each = [self._decide_call(tool, cap, {**arguments, PATH_ARG: p}) for p in paths] or [self._decide_call(tool, cap, arguments)]
+            decision = min(each, key=lambda d: _STRICTNESS[d.effect])
         if decision.effect == "deny":
             return decision
         with self._lock:
@@ -303,6 +313,10 @@ class CapabilityPolicy:
                     "deny", rid, f"denied by {rid}: at most {per_minute} calls of {tool} per minute; retry in {wait:.1f} s", tool
                 )
         return None
+
+
+# deny beats approve beats allow when a call touches several paths.
+_STRICTNESS = {"deny": 0, "approve": 1, "allow": 2}
 
 
 @dataclass(frozen=True)

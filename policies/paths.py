@@ -122,19 +122,22 @@ def glob_match(pattern: str, relpath: str) -> bool:
     """Whether a normalized relative path (see normalize_relpath) is admitted by pattern."""
     pat = pattern.split("/")
     names = relpath.split("/") if relpath else []
-
-    @lru_cache(maxsize=None)
-    def match(i: int, j: int) -> bool:
-        # Dynamic programming over (pattern segment, path segment): O(len(pat) * len(names)).
-        if i == len(pat):
-            return j == len(names)
+    # Dynamic programming over (pattern segment, path segment), bottom-up so a path of
+    # thousands of segments costs O(len(pat) * len(names)) time and no stack:
+    # ok[j] says whether pat[i:] matches names[j:], for the current i.
+    n = len(names)
+    ok = [False] * n + [True]  # i == len(pat): only the empty rest matches
+    for i in range(len(pat) - 1, -1, -1):
+        nxt = [False] * (n + 1)
         if pat[i] == "**":
-            if match(i + 1, j):
-                return True
-            return j < len(names) and _deep_name_ok(names[j]) and match(i, j + 1)
-        return j < len(names) and _segment_match(pat[i], names[j]) and match(i + 1, j + 1)
-
-    return match(0, 0)
+            nxt[n] = ok[n]
+            for j in range(n - 1, -1, -1):
+                nxt[j] = ok[j] or (_deep_name_ok(names[j]) and nxt[j + 1])
+        else:
+            for j in range(n - 1, -1, -1):
+                nxt[j] = _segment_match(pat[i], names[j]) and ok[j + 1]
+        ok = nxt
+    return ok[0]
 
 
 def resolve_in_workspace(workspace: str | os.PathLike[str], relpath: str) -> Path:

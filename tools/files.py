@@ -234,7 +234,7 @@ class Diff(BaseModel):
     identical: bool
 
 
-@registry.tool(read_only=True, idempotent=True)
+@registry.tool(read_only=True, idempotent=True, path_args=("a", "b"))
 def diff(ctx: ToolContext, args: DiffArgs) -> Diff:
     """Unified diff between two files of the workspace."""
     a, _ = read_bytes(ctx.workspace, args.a, READ_CAP)

@@ -36,6 +36,8 @@ class ToolSpec:
     idempotent: bool = False
     # Job kinds whose sessions expose the tool; "*" means every kind.
     kinds: tuple[str, ...] = ("*",)
+    # Arguments that name workspace paths: the capability check judges every one of them.
+    path_args: tuple[str, ...] = ()
 
     def mcp_tool(self):
         from mcp.types import Tool, ToolAnnotations
@@ -74,21 +76,24 @@ class Registry:
         destructive: bool = False,
         idempotent: bool = False,
         kinds: tuple[str, ...] = ("*",),
+        path_args: tuple[str, ...] | None = None,
     ):
         def decorate(fn: Callable[..., BaseModel]) -> Callable[..., BaseModel]:
             hints = get_type_hints(fn)
             params = list(inspect.signature(fn).parameters)
+            model = hints[params[1]]
             self.register(
                 ToolSpec(
                     name=name or fn.__name__,
                     description=inspect.cleandoc(fn.__doc__ or ""),
-                    input_model=hints[params[1]],
+                    input_model=model,
                     output_model=hints["return"],
                     fn=fn,
                     read_only=read_only,
                     destructive=destructive,
                     idempotent=idempotent,
                     kinds=kinds,
+                    path_args=path_args if path_args is not None else (("path",) if "path" in model.model_fields else ()),
                 )
             )
             return fn

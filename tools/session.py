@@ -53,6 +53,27 @@ class SessionConfig:
     key_files: tuple[str, ...] = ()
 
 
+def _refuse_trusted_inside(workspace: Path) -> None:
+    """Code in the sandbox may write anywhere in its workspace, so the workspace must hold none
+    of the trusted state: ASSAY_HOME (ledger, keys, trust store, criteria caches) or a ledger file."""
+    from assay.settings import settings
+
+    s = settings()
+    home = s.home.resolve()
+    trusted = [home]
+    url = s.resolved_ledger_url
+    if url.startswith("sqlite:///"):
+        trusted.append(Path(url.removeprefix("sqlite:///")).resolve())
+    for t in trusted:
+        if t == workspace or t.is_relative_to(workspace):
+            raise UserError(
+                f"workspace {workspace} contains assay's trusted state ({t})",
+                "give a workspace folder that holds only the agent's files, e.g. a project subfolder",
+            )
+    if workspace.is_relative_to(home) and not workspace.is_relative_to(home / "runs"):
+        raise UserError(f"workspace {workspace} is inside ASSAY_HOME", "give a workspace outside ASSAY_HOME")
+
+
 def resolve_manifest(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix == ".toml" or os.sep in name_or_path:
@@ -114,6 +135,7 @@ class Session:
         self.workspace = cfg.workspace.resolve()
         if not self.workspace.is_dir():
             raise UserError(f"workspace {cfg.workspace} is not a directory", "create it or pass --workspace DIR")
+        _refuse_trusted_inside(self.workspace)
         self.manifest = load_signed_manifest(resolve_manifest(cfg.manifest), role=cfg.role)
         self.warning = self.manifest.provenance.warning if self.manifest.provenance else None
         self.ledger = ledger or Ledger.open(cfg.ledger_url)
@@ -136,7 +158,7 @@ class Session:
         inner = self.registry.handler(ctx, cfg.kind, progress=self._report)
         policy = PolicyCheck(
             inner,
-            decide=lambda c: self.policy.decide(c.name, self._as_tool_sees_it(c)),
+            decide=self._decide,
             record=self._record_decision,
             approvals=LedgerApprovals(self.ledger, self.run_id, self.redactor.redact_json),
             restore=self.redactor.restore,
@@ -197,6 +219,12 @@ class Session:
         cb = self._progress.get(call.key)
         if cb is not None:
             await cb(done, total, self.redactor.redact(message) if message else None)
+
+    def _decide(self, call: ToolCall) -> Decision:
+        args = self._as_tool_sees_it(call)
+        spec = self.tools.get(call.name)
+        paths = [args.get(a, "") for a in spec.path_args] if spec is not None and spec.path_args else None
+        return self.policy.decide(call.name, args, paths=paths)
 
     def _as_tool_sees_it(self, call: ToolCall) -> dict[str, Any]:
         """Arguments with the tool's defaults filled in, so the policy judges what will run."""

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay.settings import settings
 from assay.tools.context import ToolContext
-from assay.tools.files import open_in_workspace
+from assay.tools.files import open_in_workspace, read_bytes
 from assay.tools.registry import ToolFailure, registry
 
 MAX_FILES = 500
@@ -50,7 +50,7 @@ def _files(ws: Path) -> list[Path]:
     return out
 
 
-@registry.tool(destructive=False)
+@registry.tool(destructive=False, path_args=("entry",))
 def submit(ctx: ToolContext, args: SubmitArgs) -> Submitted:
     """Submit the workspace with `entry` as the candidate. Verifiers decide; you cannot."""
     fd = open_in_workspace(ctx.workspace, args.entry, os.O_RDONLY)
@@ -66,7 +66,11 @@ def submit(ctx: ToolContext, args: SubmitArgs) -> Submitted:
     whole = hashlib.sha256()
     for src in files:
         rel = src.relative_to(ctx.workspace).as_posix()
-        data = src.read_bytes()
+        # Read through the workspace's own descriptors, never by path: code in the sandbox can
+        # swap a listed file or folder for a symlink between the listing and this read.
+        data, size = read_bytes(ctx.workspace, rel, MAX_BYTES + 1)
+        if size > MAX_BYTES:
+            raise ToolFailure(f"{rel} is too large to submit")
         digests[rel] = hashlib.sha256(data).hexdigest()
         whole.update(rel.encode() + b"\0" + digests[rel].encode() + b"\n")
         target = dest / rel

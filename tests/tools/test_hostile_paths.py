@@ -234,8 +234,6 @@ async def test_traps_planted_by_code_in_the_sandbox(workspace, outside, need, ba
     assert (outside / "canary.txt").read_text() == f"{CANARY}\n"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="tools/submit.py lists files with lstat, then copies them by path (read_bytes "
-                   "follows a symlink swapped in since): host files end up in the submission snapshot")
 def test_submit_never_copies_a_file_from_outside_the_workspace(workspace, outside, tmp_path):
     """The same flipper swaps a regular file `d` for a symlink to the host canary while the
     agent submits: no snapshot may ever hold the canary."""

@@ -27,8 +27,6 @@ print('approved')
 """
 
 
-@pytest.mark.xfail(strict=True, reason="tools/session.py accepts a workspace that contains ASSAY_HOME; code in the sandbox "
-                   "then writes the ledger (and reads the signing key) and approves its own gated calls")
 async def test_code_in_the_sandbox_cannot_approve_its_own_calls(workspace, monkeypatch):
     from assay.settings import settings
 
