@@ -7,6 +7,7 @@ workspace, and each server session its own run in the module's ledger.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -38,6 +39,22 @@ def _isolated_home(signed_home, monkeypatch):
     settings.cache_clear()
     yield signed_home
     settings.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _bwrap_for_the_gateway(request, need):
+    """Everything but the wrapper unit tests runs tools in the real bwrap sandbox."""
+    if request.module.__name__.rsplit(".", 1)[-1].startswith("test_gate_"):
+        return
+    ok, why = _bwrap()
+    need(ok, f"bubblewrap sandbox unavailable: {why}")
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap() -> tuple[bool, str]:
+    from assay.sandbox import bwrap
+
+    return bwrap.availability()
 
 
 @pytest.fixture
