@@ -121,8 +121,14 @@ static void ew(float* out, const float* const* L, const long* D, const float* K)
       per = (per + 15) & ~15L;  // whole cache lines per thread: no shared output line
       long s = t * per, e = s + per < numel ? s + per : numel;
       if (s < e) run_range<U, NT>(out, L, D, K, s, e);
+    }} else if (PART == 1) {{
+      // dynamic chunks: when the scheduler parks one thread, the other takes its share
+      const long chunk = 32768;
+#pragma omp for schedule(dynamic, 1) nowait
+      for (long c = 0; c < (numel + chunk - 1) / chunk; ++c)
+        run_range<U, NT>(out, L, D, K, c * chunk, (c + 1) * chunk < numel ? (c + 1) * chunk : numel);
     }} else {{
-      const long chunk = PART == 1 ? 16384 : 131072;
+      const long chunk = 131072;
       for (long s = t * chunk; s < numel; s += nt * chunk)
         run_range<U, NT>(out, L, D, K, s, s + chunk < numel ? s + chunk : numel);
     }}
@@ -253,7 +259,9 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
 // One parallel region per call: under a busy scheduler every extra fork/join can cost a timeslice.
 #pragma omp parallel if (nrows * cols > 32768)
   {{
-#pragma omp for schedule(static) nowait
+    // dynamic blocks of ~16K elements: a parked thread's rows go to the one still running
+    const long rchunk = cols >= 16384 ? 1 : 16384 / (cols > 0 ? cols : 1);
+#pragma omp for schedule(dynamic, rchunk) nowait
     for (long r = 0; r < nrows; ++r) {{
       const float* xr = x + r * cols;
       float* yr = out + r * cols;
