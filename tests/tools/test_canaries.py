@@ -19,7 +19,7 @@ import secrets
 import urllib.parse
 
 import pytest
-from tools_helpers import ASSAY, ledger_bytes, ledger_cells, open_session, sdk_client, server_env, signed_manifest
+from tools_helpers import INIT_TIMEOUT, ASSAY, ledger_bytes, ledger_cells, open_session, sdk_client, server_env, signed_manifest
 
 from assay.policies.known_secrets import base64_fragments
 
@@ -267,7 +267,7 @@ async def test_an_agent_over_stdio_sees_only_placeholders(planted, signed_home):
         return ModelResponse(parts=[TextPart("done")])
 
     env = server_env(ASSAY_HOME=str(signed_home), **CANARIES)
-    toolset = MCPToolset(Client(StdioTransport(ASSAY, ["mcp", "--workspace", str(planted), "--sandbox", "bwrap"], env=env)))
+    toolset = MCPToolset(Client(StdioTransport(ASSAY, ["mcp", "--workspace", str(planted), "--sandbox", "bwrap"], env=env), init_timeout=INIT_TIMEOUT))
     result = await Agent(FunctionModel(brain), toolsets=[toolset]).run("read the config")
     assert result.output == "done"
     shown = "\n".join(everything_shown) + repr(result.all_messages())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from tools_helpers import ASSAY, http_server, inspector_cli, inspector_has_headers, last_json, run_inspector, server_env
+from tools_helpers import INIT_TIMEOUT, ASSAY, http_server, inspector_cli, inspector_has_headers, last_json, run_inspector, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -128,7 +128,7 @@ def stdio_toolset(workspace, *extra: str):
     from fastmcp.client.transports import StdioTransport
     from pydantic_ai.mcp import MCPToolset
 
-    return MCPToolset(Client(StdioTransport(ASSAY, mcp_args(workspace) + list(extra), env=server_env())))
+    return MCPToolset(Client(StdioTransport(ASSAY, mcp_args(workspace) + list(extra), env=server_env()), init_timeout=INIT_TIMEOUT))
 
 
 SCRIPT = [
@@ -160,12 +160,12 @@ async def test_pydantic_ai_over_http(workspace, signed_home):
     from pydantic_ai.mcp import MCPToolset
 
     with http_server(workspace, TOKEN, "--sandbox", "bwrap") as (url, _):
-        brain = await run_agent(MCPToolset(url, headers={"Authorization": f"Bearer {TOKEN}"}), SCRIPT)
+        brain = await run_agent(MCPToolset(url, headers={"Authorization": f"Bearer {TOKEN}"}, init_timeout=INIT_TIMEOUT), SCRIPT)
         check_what_the_model_saw(brain, workspace)
 
         # With a wrong token the toolset cannot even connect: the run fails before any call.
         with pytest.raises(Exception):
-            await run_agent(MCPToolset(url, headers={"Authorization": "Bearer not-the-token-0123456789"}),
+            await run_agent(MCPToolset(url, headers={"Authorization": "Bearer not-the-token-0123456789"}, init_timeout=INIT_TIMEOUT),
                             [("write_file", {"path": "refused.txt", "content": "x"})])
     assert (workspace / "src" / "kernel.py").read_text().startswith("def add")
     assert not (workspace / "refused.txt").exists()

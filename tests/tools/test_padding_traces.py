@@ -21,7 +21,7 @@ import json
 import secrets
 
 import pytest
-from tools_helpers import ASSAY, StdioWire, server_env
+from tools_helpers import INIT_TIMEOUT, ASSAY, StdioWire, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -201,7 +201,7 @@ async def test_the_model_reads_the_same_with_and_without_padding(signed_home, tm
             return ModelResponse(parts=[TextPart("done")])
 
         args = ["mcp", "--workspace", str(ws), "--sandbox", "bwrap"] + (PADDED if padded else [])
-        toolset = MCPToolset(Client(StdioTransport(ASSAY, args, env=server_env(ASSAY_HOME=str(signed_home)))))
+        toolset = MCPToolset(Client(StdioTransport(ASSAY, args, env=server_env(ASSAY_HOME=str(signed_home))), init_timeout=INIT_TIMEOUT))
         await Agent(FunctionModel(brain), toolsets=[toolset]).run("go")
         return shown
 

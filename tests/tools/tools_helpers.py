@@ -26,6 +26,9 @@ from typing import Any, Iterator
 REPO = Path(__file__).resolve().parents[2]
 ASSAY = str(Path(sys.executable).with_name("assay"))
 PROTOCOL = "2025-06-18"
+# Seconds a client waits for `assay mcp` to start and answer initialize. pydantic-ai's default
+# is 5, which a loaded two-core host running docker and other suites can exceed.
+INIT_TIMEOUT = 60
 
 
 # -- keys and manifests ----------------------------------------------------------------------
