@@ -7,38 +7,44 @@ backtracking rule would let it stall the gateway. A rule RE2 cannot compile is c
 named in `RuleSet.rejected`, never silently dropped.
 
 Matching follows gitleaks' semantics where they make sense for a stream of text:
-- a rule runs only on a block (32 KiB) where one of its keywords occurs, found by one RE2
-  Set of all keywords over the lower-cased block (gitleaks' prefilter, as a single pass);
+- a rule runs only when one of its keywords occurs in the (lower-cased) text, and then finds
+  the same leftmost, non-overlapping matches as one pass of its regex over the whole text;
 - the secret is the rule's first non-empty capture group (or the whole match);
 - a secret below the rule's entropy is dropped, and a generic-* secret needs a digit;
 - global and per-rule allowlists (regexes on the secret, match or line; stopwords) apply.
 Path conditions cannot apply to tool output, which has no path: rules gated on a path run
 everywhere (in doubt, redact) and allowlists that need a path never fire.
+
+Most rules need a literal (`ghp_`, `AKIA`, `-----BEGIN`...): re2util.analyse derives, from the
+regex itself, literals one of which every match contains and how far a match reaches around
+it. One RE2 pass over the lower-cased text finds where any such literal occurs, and a rule
+runs only on the windows around its own literal's hits, which give exactly the matches of a
+pass over the whole text (see `RuleSet.scan`). Rules with no usable literal, or whose matches
+can reach far from it (generic-api-key), run over the whole text. `scan_whole` is that
+plain definition, kept for texts the literal search cannot vouch for and for the tests.
 """
 
 from __future__ import annotations
 
-import math
 import tomllib
-from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 
 import re2
 
 from assay.errors import UserError
-from assay.policies.re2util import _UNANCHORED, match_spans
+from assay.policies.entropy import entropy
+from assay.policies.re2util import _UNANCHORED, Lines, FOLDS_OUTSIDE_ASCII, Unsupported, analyse, core, requirements, starts_with_literal
 
-# Rules run per block, and only on blocks holding one of their keywords: small blocks keep a
-# rule that matched once from rescanning a whole text. Blocks end at line ends; a rule whose
-# match can reach across lines sees a little of the next block too (matches starting there
-# belong to the next block). Rules that can span many lines (PEM keys, curl commands, k8s
-# YAML) run on large blocks with a large overlap instead.
-BLOCK = 4 * 1024
-OVERLAP = 256
-LONG_BLOCK = 64 * 1024
-LONG_OVERLAP = 16 * 1024
-_MULTILINE = (b"(?s", b"\\s\\S", b"\\r\\n", b"[\\r\\n]")
+# Literals shorter than this occur often ("s." for vault-service-token) and are followed for
+# fewer hits (see RuleSet._locate); a rule located only by such a literal and whose regex
+# opens with a literal (twilio's SK...) runs over the whole text, where RE2 skips ahead by memchr.
+MIN_LITERAL = 3
+CROWDED = 64
+# A located rule's window may run this many lines past its literal when its byte extent is
+# unbounded; a rule whose matches reach further (generic-api-key: nine) runs over the whole text.
+MAX_WINDOW_LINES = 2
+
 
 def _options(max_mem: int = 64 << 20) -> re2.Options:
     opts = re2.Options()
@@ -47,10 +53,7 @@ def _options(max_mem: int = 64 << 20) -> re2.Options:
     return opts
 
 
-def shannon_entropy(data: bytes) -> float:
-    from assay.policies.entropy import entropy
-
-    return entropy(data)
+_DIGITS = b"0123456789"
 
 
 @dataclass
@@ -60,6 +63,16 @@ class Allowlist:
     stopwords: object = None  # one RE2 alternation of the (lower-cased) stopwords, or None
     condition: str = "OR"
     needs_path: bool = False
+    patterns: list[str] = field(default_factory=list)  # the regexes' sources, for _Verdicts
+    words: list[bytes] = field(default_factory=list)  # the stopwords, lower-cased
+
+    def never(self) -> bool:
+        """An AND of a path condition never holds on tool output."""
+        return self.needs_path and self.condition == "AND"
+
+    def either(self) -> bool:
+        """Fires when any one of its checks does (so its checks can merge with others')."""
+        return self.condition != "AND" or not (self.regexes and self.stopwords is not None)
 
     def allows(self, secret: bytes, match: bytes, line: bytes) -> bool:
         """True when this allowlist says the finding is not a secret."""
@@ -85,7 +98,19 @@ class Rule:
     keywords: tuple[bytes, ...]
     entropy: float
     allowlists: list[Allowlist]
-    long_range: bool = False  # can match across many lines
+    # Where matches can be: literals every match contains, with how far a match reaches around
+    # each (re2util.Locator); None when the rule runs over the whole text.
+    locators: tuple | None = None
+    # Every match holds a keyword (re2util.requirements), so the keyword gate is always open
+    # where the rule can match and need not be asked.
+    gate_implied: bool = False
+    # For a whole-text rule: sets of literals one of each of which every match needs.
+    needs: tuple = ()
+    # For a whole-text rule whose regex starts with a wide prefix before its first literal:
+    # the rest (re2util.core), compiled capture-free, to find where matches can be.
+    core: object = None
+    core_before: int = 0
+    core_reach: tuple = (0, None)
 
 
 @dataclass
@@ -95,15 +120,70 @@ class Finding:
     kind: str
 
 
-# Narrower stand-ins for keywords that occur in almost any text. Each is a literal every match
-# of the rule must contain (lower-cased), and each contains the keyword it stands in for, so
-# the rule's results are unchanged; only windows that cannot match are skipped.
-_NARROWED_KEYWORDS = {
-    # regex: \b(ey[a-zA-Z0-9]{17,}\.ey...): a JWT always has ".ey" where its payload starts
-    "jwt": (b".ey",),
-    # no keywords upstream; the regex needs one of these words (case-insensitive)
-    "database-password": (b"pwd", b"db_passw", b"database_passw"),
-}
+def _locators(pattern: str):
+    """The rule's locators when they make windows worth having, else None (whole text)."""
+    try:
+        shape = analyse(pattern)
+        cheap_whole = starts_with_literal(pattern)
+    except Unsupported:
+        return None
+    locs = shape.locators
+    if not locs:
+        return None
+    shortest = min(len(loc.literal) for loc in locs)
+    if shortest < 2 or (shortest < MIN_LITERAL and cheap_whole):
+        return None  # twilio's "sk": RE2 finds its SK prefix faster than the hits could be followed
+    for loc in locs:
+        if loc.before is None and (loc.lines_before is None or loc.lines_before > MAX_WINDOW_LINES):
+            return None
+        if loc.after is None and (loc.lines_after is None or loc.lines_after > MAX_WINDOW_LINES):
+            return None
+    return locs
+
+
+def _needs(pattern: str) -> tuple:
+    """For a whole-text rule RE2 cannot skip through: up to three sets of literals, one of
+    each of which every match holds, specific enough to look for (each literal 2+ bytes, at
+    most 8 in a set). The literal search watches them; a rule missing one does not run."""
+    try:
+        if starts_with_literal(pattern):
+            return ()
+        sets = [req for req in requirements(pattern) if req and len(req) <= 8 and min(map(len, req)) >= 2]
+    except Unsupported:
+        return ()
+    sets.sort(key=lambda req: (-min(map(len, req)), len(req)))
+    specific = [req for req in sets if min(map(len, req)) >= 4]
+    return tuple(specific[:3] or sets[:1])
+
+
+def _gate_implied(pattern: str, keywords: tuple[bytes, ...], locators) -> bool:
+    """Whether every match holds a keyword, so gitleaks' keyword gate cannot close on a text
+    where the rule matches: some set of literals that every match needs all contain one."""
+    if not keywords:
+        return True
+    try:
+        sets = requirements(pattern)
+    except Unsupported:
+        sets = []
+    if locators:
+        sets.append(frozenset(loc.literal for loc in locators))
+    return any(req and all(any(kw in lit for kw in keywords) for lit in req) for req in sets)
+
+
+def _attach_core(rule: Rule, pattern: str) -> None:
+    try:
+        found = core(pattern)
+    except Unsupported:
+        return
+    if found is None:
+        return
+    opts = _options()
+    opts.never_capture = True
+    try:
+        rule.core = re2.compile(found.pattern.encode(), opts)
+    except re2.error:
+        return
+    rule.core_before, rule.core_reach = found.before, found.reach
 
 
 class RuleSet:
@@ -114,110 +194,260 @@ class RuleSet:
         self.global_allow = global_allow
         self.rejected = rejected  # rule id -> why it was not loaded
         self.total = total
-        # The prefilter: one RE2 Set of every keyword (literal, matched on lower-cased text) says
-        # which keywords a window holds; only rules with a keyword there run. A Set of the rule
-        # regexes themselves would be one pass too, but its DFA thrashes on the union of ~200
-        # rules with counted repeats, so keywords (as gitleaks does) are the fast filter.
-        keywords: dict[bytes, int] = {}
-        self._by_keyword: list[list[int]] = []
-        self._always: list[int] = []
-        self._keyword_set = re2.Set.SearchSet(_options())
-        self._long = [i for i, rule in enumerate(rules) if rule.long_range]
+        self._whole = [i for i, rule in enumerate(rules) if rule.locators is None]
+        self._verdicts: dict[str, _Verdicts] = {}  # rule id -> its allowlists, built when first needed
+        # The literal search: one alternation over the lower-cased text of every located rule's
+        # literals, and of the literals that say whether other rules can run (gate keywords a
+        # regex does not imply, literals a whole-text rule needs). Longest first, so at each
+        # position RE2 reports the longest literal starting there; every other literal
+        # starting there is a prefix of it, so its entries fold into that one's.
+        own: dict[bytes, list] = {}
         for i, rule in enumerate(rules):
-            if rule.long_range:
-                continue
-            kws = _NARROWED_KEYWORDS.get(rule.id, rule.keywords)
-            if not kws:
-                self._always.append(i)
-            for kw in kws:
-                if kw not in keywords:
-                    keywords[kw] = self._keyword_set.Add(re2.escape(kw))
-                    self._by_keyword.append([])
-                self._by_keyword[keywords[kw]].append(i)
-        # An empty pattern matches every text, so an answer without it means RE2's DFA gave up
-        # (out of memory): then every rule runs, rather than trusting a silent "none".
-        self._sentinel = self._keyword_set.Add(b"")
-        self._keyword_set.Compile()
+            for loc in rule.locators or ():
+                own.setdefault(loc.literal, []).append((i, len(loc.literal), loc.before, loc.after, loc.lines_before, loc.lines_after))
+        for rule in rules:
+            for lit in (rule.keywords if not rule.gate_implied else ()) + tuple(lit for req in rule.needs for lit in req):
+                own.setdefault(lit, [])
+        self._located_by = {lit: {e[0] for e in es} for lit, es in own.items()}
+        self._entries = {lit: [e for other, es in own.items() if lit.startswith(other) for e in es] for lit in own}
+        self._prefixes = {lit: [other for other in own if lit.startswith(other)] for lit in own}
+        self._alternations: dict[frozenset, object] = {}  # literals left out -> the alternation of the rest
+
+    def _alternation(self, left_out: frozenset):
+        found = self._alternations.get(left_out)
+        if found is None:
+            ordered = sorted((lit for lit in self._entries if lit not in left_out), key=lambda b: (-len(b), b))
+            found = re2.compile(b"|".join(re2.escape(lit) for lit in ordered), _options()) if ordered else None
+            if len(self._alternations) < 16:
+                self._alternations[left_out] = found
+        return found
 
     @property
     def loaded(self) -> int:
         return len(self.rules)
 
-    def candidates(self, lowered: bytes) -> list[int]:
-        """Indexes of the (short-range) rules whose keywords occur in `lowered`."""
-        hits = self._keyword_set.Match(lowered)
-        if hits is None or self._sentinel not in hits:
-            return [i for i in range(len(self.rules)) if i not in self._long]
-        if len(hits) == 1:
-            return self._always
-        chosen = set(self._always)
-        for h in hits:
-            if h != self._sentinel:
-                chosen.update(self._by_keyword[h])
-        return sorted(chosen)
+    @property
+    def located(self) -> int:
+        """How many rules run only around their literals (the rest run over the whole text)."""
+        return len(self.rules) - len(self._whole)
 
     def scan(self, data: bytes) -> list[Finding]:
+        """Every finding of every rule: the same as `scan_whole`, faster.
+
+        Why the windows give the same matches: every match [s, e) of a located rule holds one
+        of its literals at some p with s and e inside the window the locator puts around p.
+        Windows of one rule merge into disjoint regions, and each region is searched with the
+        rest of the text as context (so \\b, ^ and $ judge the same bytes). A match found in a
+        region is a match in the whole text; no match starts between regions; and every match
+        starting where a region's search finds its leftmost one lies inside that region, so
+        RE2's choice among them is the same. So the leftmost-first sequence is the same.
+        Rules are skipped only when a literal every match needs, or every keyword of their
+        gate, is absent.
+        """
+        lowered = data.lower()
+        if not data.isascii() and any(f in data for f in FOLDS_OUTSIDE_ASCII):
+            return self.scan_whole(data, lowered)
         findings: list[Finding] = []
-        lowered_all = data.lower()
-        self._scan_blocks(data, lowered_all, BLOCK, OVERLAP, self.candidates, findings)
-        if self._long:
-            long_rules = [(i, _NARROWED_KEYWORDS.get(self.rules[i].id, self.rules[i].keywords)) for i in self._long]
-
-            def long_candidates(lowered: bytes) -> list[int]:
-                return [i for i, kws in long_rules if not kws or any(k in lowered for k in kws)]
-
-            self._scan_blocks(data, lowered_all, LONG_BLOCK, LONG_OVERLAP, long_candidates, findings)
+        windows, present, crowded = self._locate(data, lowered)
+        for i in sorted(windows):
+            rule = self.rules[i]
+            if rule.gate_implied or any(kw in present for kw in rule.keywords):
+                self._scan_regions(rule, data, _merged(windows[i]), findings)
+        whole = [(0, len(data))]
+        for i in sorted(set(self._whole) | crowded):
+            rule = self.rules[i]
+            if not rule.gate_implied and not any(kw in present for kw in rule.keywords):
+                continue
+            if not all(any(lit in present for lit in req) for req in rule.needs):
+                continue
+            regions = self._core_regions(rule, data) if rule.core is not None else whole
+            if regions:
+                self._scan_regions(rule, data, regions, findings)
         return findings
 
-    def _scan_blocks(self, data: bytes, lowered_all: bytes, block: int, overlap: int, candidates, findings: list[Finding]) -> None:
+    def scan_whole(self, data: bytes, lowered: bytes | None = None) -> list[Finding]:
+        """The definition: each rule whose keyword occurs, over the whole text."""
+        if lowered is None:
+            lowered = data.lower()
+        findings: list[Finding] = []
+        whole = [(0, len(data))]
+        for rule in self.rules:
+            if not rule.keywords or any(kw in lowered for kw in rule.keywords):
+                self._scan_regions(rule, data, whole, findings)
+        return findings
+
+    def _locate(self, data: bytes, lowered: bytes):
+        """One pass of the literal search: the windows around each located rule's hits, the
+        watched literals present, and the located rules that run over the whole text instead.
+
+        A literal found more than CROWDED times (plus one per 256 bytes; per 1 KiB for short
+        ones) is left out of the rest of the search, and the rules it locates run over the
+        whole text: a text made of one literal ("aaaa..." holds dropbox's "aaaaaaaaaa" at every
+        byte) costs one pass per such rule, not a Python step per byte.
+        """
+        windows: dict[int, list[tuple[int, int]]] = {}
+        present: set[bytes] = set()
+        crowded: set[int] = set()
+        left_out: frozenset = frozenset()
+        regex = self._alternation(left_out)
+        if regex is None:
+            return windows, present, crowded
+        search = regex._regexp.Match
+        entries_of, prefixes_of = self._entries, self._prefixes
+        lines = Lines(data)
+        n = len(lowered)
+        seen: dict[bytes, int] = {}
+        pos = 0
+        while True:
+            s, e = search(_UNANCHORED, lowered, pos, n)[0]
+            if s < 0:
+                break
+            pos = s + 1  # literals may overlap: the next one can start inside this one
+            lit = lowered[s:e]
+            present.update(prefixes_of[lit])
+            count = seen[lit] = seen.get(lit, 0) + 1
+            if count > CROWDED + n // (256 if e - s >= MIN_LITERAL else 1024):
+                left_out |= {lit}
+                for i in self._located_by[lit]:
+                    crowded.add(i)
+                    windows.pop(i, None)
+                regex = self._alternation(left_out)
+                if regex is None:
+                    break
+                search = regex._regexp.Match
+                continue
+            for i, size, before, after, lines_before, lines_after in entries_of[lit]:
+                if i in crowded:
+                    continue
+                lo = s - before if before is not None else lines.start(s, lines_before)
+                hi = s + size + after if after is not None else lines.end(s, lines_after)
+                windows.setdefault(i, []).append((max(lo, 0), min(hi, n)))
+        return windows, present, crowded
+
+    def _core_regions(self, rule: Rule, data: bytes) -> list[tuple[int, int]]:
+        """The regions a whole-text rule with a core can match in: around each match of the
+        core (a DFA-only pass). A rule match holds a core match starting at some c at most
+        `before` bytes after its own start, and ends by the core's reach from c. That c is
+        the start of a match the pass reports, or lies inside one (the pass does not report
+        overlapping matches), so it is at most that match's end: the window from the start
+        minus `before` to the reach from the end holds the rule match."""
+        search = rule.core._regexp.Match
+        before, (fixed, hop) = rule.core_before, rule.core_reach
+        lines = Lines(data)
         n = len(data)
-        blocks = []
-        start = 0
-        while start < n:
-            end = _block_end(data, start + block)
-            window_end = _block_end(data, end + overlap) if end < n else n
-            blocks.append((start, end, window_end, candidates(lowered_all[start:window_end])))
-            start = end
-        # A rule wanted by most blocks (generic-api-key's keywords are everywhere) runs once over
-        # the whole text: one call instead of hundreds, and the same matches.
-        wanted: dict[int, int] = {}
-        for *_, rule_ids in blocks:
-            for i in rule_ids:
-                wanted[i] = wanted.get(i, 0) + 1
-        everywhere = {i for i, count in wanted.items() if len(blocks) > 2 and count * 2 >= len(blocks)}
-        for i in sorted(everywhere):
-            self._scan_rule(self.rules[i], data, 0, n, findings)
-        for start, end, window_end, rule_ids in blocks:
-            rule_ids = [i for i in rule_ids if i not in everywhere]
-            if rule_ids:
-                window = data[start:window_end]
-                for i in rule_ids:
-                    self._scan_rule(self.rules[i], window, start, end - start, findings)
+        windows = []
+        pos = 0
+        while pos <= n:
+            c, e = search(_UNANCHORED, data, pos, n)[0]
+            if c < 0:
+                break
+            pos = e if e > c else e + 1
+            hi = e + fixed if fixed is not None else e
+            if hop is not None:
+                hi = max(hi, lines.end(min(e + hop[0], n), 0) + hop[1])
+            windows.append((max(c - before, 0), min(hi, n)))
+        return _merged(windows) if windows else []
 
-    def _scan_rule(self, rule: Rule, window: bytes, offset: int, own: int, findings: list[Finding]) -> None:
-        for spans in match_spans(rule.regex, window):
-            ms, me = spans[0]
-            if ms >= own:
-                break  # the next block owns matches that start here
-            s, e = _secret_span(spans)
-            secret = window[s:e]
-            if secret and self._keep(rule, secret, window[ms:me], window, s, e):
-                findings.append(Finding(offset + s, offset + e, rule.id))
+    def _scan_regions(self, rule: Rule, data: bytes, regions, findings: list[Finding]) -> None:
+        search = rule.regex._regexp.Match
+        lines = None
+        for lo, hi in regions:
+            pos = lo
+            while pos <= hi:
+                spans = search(_UNANCHORED, data, pos, hi)
+                ms, me = spans[0]
+                if ms < 0:
+                    break
+                pos = me if me > ms else me + 1
+                s, e = _secret_span(spans)
+                if e <= s:
+                    continue
+                secret = data[s:e]
+                if rule.entropy:
+                    if entropy(secret) <= rule.entropy:
+                        continue
+                    # gitleaks: generic rules need a digit, a stand-in for a lookahead Go's RE2 lacks.
+                    if rule.id.startswith("generic") and len(secret.translate(None, _DIGITS)) == len(secret):
+                        continue
+                verdicts = self._verdicts.get(rule.id)
+                if verdicts is None:
+                    verdicts = self._verdicts[rule.id] = _Verdicts(self.global_allow + rule.allowlists)
+                if not verdicts.empty:
+                    if lines is None:
+                        lines = Lines(data)
+                    if verdicts.allows(secret, data[ms:me], data, lines, s, e):
+                        continue
+                findings.append(Finding(s, e, rule.id))
 
-    def _keep(self, rule: Rule, secret: bytes, match: bytes, window: bytes, s: int, e: int) -> bool:
-        if rule.entropy:
-            if shannon_entropy(secret) <= rule.entropy:
-                return False
-            # gitleaks: generic rules need a digit, a stand-in for a lookahead Go's RE2 lacks.
-            if rule.id.startswith("generic") and not any(48 <= b <= 57 for b in secret):
-                return False
-        if not rule.allowlists and not self.global_allow:
+
+class _Verdicts:
+    """Every allowlist that applies to one rule (gitleaks' global ones and its own), as at most
+    four RE2 Sets: one per subject (secret, match, line) for the regexes and one for the
+    stopwords. A finding is dropped when any allowlist allows it; allowlists whose checks fire
+    only together (an AND of a regex and stopwords) are asked one by one."""
+
+    __slots__ = ("secret", "match", "line", "stop", "together", "empty", "_line_seen")
+
+    def __init__(self, allowlists: list[Allowlist]):
+        live = [a for a in allowlists if not a.never()]
+        merged = [a for a in live if a.either()]
+        self.together = [a for a in live if not a.either()]
+        self.secret = _set([p for a in merged if a.target == "secret" for p in a.patterns])
+        self.match = _set([p for a in merged if a.target == "match" for p in a.patterns])
+        self.line = _set([p for a in merged if a.target == "line" for p in a.patterns])
+        self.stop = _set([re2.escape(w) for a in merged for w in a.words])
+        self.empty = not self.together and all(x is None for x in (self.secret, self.match, self.line, self.stop))
+        # The line verdict last asked for: findings on one line share it, so a long line with
+        # many findings is searched once, not once per finding.
+        self._line_seen: tuple = (None, None, False)
+
+    def allows(self, secret: bytes, match: bytes, data: bytes, lines: "Lines", s: int, e: int) -> bool:
+        if self.secret is not None and self.secret.Match(secret):
             return True
-        line = window[window.rfind(b"\n", 0, s) + 1 : _line_end(window, e)]
-        for allow in self.global_allow:
-            if allow.allows(secret, match, line):
-                return False
-        return not any(allow.allows(secret, match, line) for allow in rule.allowlists)
+        if self.stop is not None and self.stop.Match(secret.lower()):
+            return True
+        if self.match is not None and self.match.Match(match):
+            return True
+        if self.line is None and not self.together:
+            return False
+        span = (lines.start(s, 0), lines.end(e, 0))
+        if self.line is not None:
+            seen_data, seen_span, verdict = self._line_seen
+            if seen_data is not data or seen_span != span:
+                verdict = bool(self.line.Match(data[span[0] : span[1]]))
+                self._line_seen = (data, span, verdict)
+            if verdict:
+                return True
+        if not self.together:
+            return False
+        line = data[span[0] : span[1]]
+        return any(a.allows(secret, match, line) for a in self.together)
+
+
+def _set(patterns: list):
+    """One RE2 Set of `patterns` (None if empty). A Set answers from its DFA alone, with no
+    capture groups to fill; if that DFA ran out of memory the Set reports no match, so the
+    finding is kept: in doubt, redact."""
+    if not patterns:
+        return None
+    found = re2.Set.SearchSet(_options())
+    for p in patterns:
+        found.Add(p if isinstance(p, bytes) else p.encode())
+    found.Compile()
+    return found
+
+
+def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    windows.sort()
+    out = [list(windows[0])]
+    for lo, hi in windows[1:]:
+        last = out[-1]
+        if lo <= last[1]:
+            if hi > last[1]:
+                last[1] = hi
+        else:
+            out.append([lo, hi])
+    return out
 
 
 def _secret_span(spans) -> tuple[int, int]:
@@ -226,18 +456,6 @@ def _secret_span(spans) -> tuple[int, int]:
         if s != -1 and e > s:
             return s, e
     return spans[0]
-
-
-def _block_end(data: bytes, at: int) -> int:
-    if at >= len(data):
-        return len(data)
-    nl = data.find(b"\n", at)
-    return len(data) if nl == -1 else nl + 1
-
-
-def _line_end(data: bytes, at: int) -> int:
-    nl = data.find(b"\n", at)
-    return len(data) if nl == -1 else nl
 
 
 def _found(regex, data: bytes) -> bool:
@@ -266,12 +484,15 @@ def _allowlist(spec: dict, rejected: list[str]) -> Allowlist:
     # "Any of these matches" is one RE2 pass over their alternation; each stays in its own
     # group so its flags, like (?i), keep their scope.
     regexes = [_compile("|".join(f"(?:{p})" for p in accepted))] if accepted else []
+    words = [w.lower().encode() for w in spec.get("stopwords", [])]
     return Allowlist(
         target=spec.get("regexTarget", "secret"),
         regexes=regexes,
-        stopwords=_alternation([w.lower().encode() for w in spec.get("stopwords", [])]),
+        stopwords=_alternation(words),
         condition=spec.get("condition", "OR").upper(),
         needs_path=bool(spec.get("paths")),
+        patterns=accepted,
+        words=words,
     )
 
 
@@ -309,9 +530,15 @@ def load_rules(text: str | None = None) -> RuleSet:
                 keywords=tuple(k.lower().encode() for k in spec.get("keywords", [])),
                 entropy=float(spec.get("entropy", 0.0)),
                 allowlists=allow,
-                long_range=any(marker in spec["regex"].encode() for marker in _MULTILINE),
             )
         )
+        rule = rules[-1]
+        rule.locators = _locators(spec["regex"])
+        if rule.locators is None:
+            _attach_core(rule, spec["regex"])
+            if rule.core is None:
+                rule.needs = _needs(spec["regex"])
+        rule.gate_implied = _gate_implied(spec["regex"], rule.keywords, rule.locators)
     notes = []
     global_allow = []
     for g in [config.get("allowlist")] + list(config.get("allowlists", [])):

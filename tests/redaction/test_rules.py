@@ -71,13 +71,12 @@ def test_secret_group_not_whole_match(rules):
     assert found and data[found[0].start : found[0].end] == b"q8Zr2LmX7vTnB4kP9sWd3fGh"
 
 
-def test_multi_line_secrets_across_block_boundaries(rules):
-    """A PEM key that starts just before a block boundary is still matched whole."""
-    from assay.policies import secret_rules
-
+def test_multi_line_secrets_are_matched_whole_wherever_they_sit(rules):
+    """A PEM key is matched whole at the start of a text, after long filler, right after
+    another key, and on a text whose other lines hold the rule's literal too."""
     key = b"-----BEGIN PRIVATE KEY-----\n" + b"\n".join([b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 2] * 30) + b"\n-----END PRIVATE KEY-----\n"
-    for pad in (secret_rules.BLOCK - 40, secret_rules.LONG_BLOCK - 40, 5):
-        data = b"x" * 60 + b"\n" + (b"filler line\n" * (pad // 12)) + key + b"tail\n"
+    for before in (b"", b"x" * 60 + b"\n" + b"filler line\n" * 6000, key, b"-----BEGIN nothing\n" * 50):
+        data = before + key + b"tail\n"
         spans = [(f.start, f.end) for f in rules.scan(data) if f.kind == "private-key"]
-        start = data.index(b"-----BEGIN")
-        assert spans and spans[0][0] == start and spans[0][1] >= data.index(b"-----END") + 20
+        start = data.rindex(b"-----BEGIN PRIVATE KEY")
+        assert (start, data.rindex(b"-----END") + len(b"-----END PRIVATE KEY-----")) in spans
