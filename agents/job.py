@@ -6,6 +6,7 @@ names but cannot change.
 
 from __future__ import annotations
 
+import stat
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -18,7 +19,9 @@ from assay.errors import UserError
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: TOML values carry their types, and a job saying steps = "3" or steps = true has
+    # made a mistake to name, not one to guess around (lax mode made true one step).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Budget(_Strict):
@@ -66,24 +69,51 @@ class Job(_Strict):
 
 
 def _field(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
+    return ".".join(str(p)[:SHOWN] for p in loc) or "(top level)"
+
+
+# A job file is a dozen lines; anything near this is not one (and parsing it would take long).
+MAX_JOB_BYTES = 256 * 1024
+# How much of a value from the file an error message may echo.
+SHOWN = 120
 
 
 def load_job(path: str | Path) -> Job:
     """Read and validate a job file; anything wrong is one UserError naming the field."""
-    p = Path(path)
     try:
-        raw = p.read_bytes()
+        try:
+            return _load(Path(path))
+        except RecursionError:
+            raise UserError(f"job file {path} nests arrays or tables too deeply", "a job file needs two levels at most") from None
+    except UserError as exc:
+        # One line, bounded: field names and values come from the file and may hold anything.
+        raise UserError(_line(exc.problem, 600), _line(exc.fix, 300) if exc.fix else None) from None
+
+
+def _load(p: Path) -> Job:
+    try:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"job file {_show(str(p))} is not a regular file", "give the path of a .toml job file")
+        if st.st_size > MAX_JOB_BYTES:
+            raise UserError(f"job file {_show(str(p))} is {st.st_size} bytes; a job file is at most {MAX_JOB_BYTES}",
+                            "give a job file, e.g. examples/kernels/softmax.toml")
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_JOB_BYTES + 1)
     except FileNotFoundError:
-        raise UserError(f"job file {p} not found", "give the path of a .toml job file, e.g. examples/kernels/softmax.toml") from None
-    except (IsADirectoryError, PermissionError, OSError) as exc:
-        raise UserError(f"job file {p} cannot be read ({exc.__class__.__name__})", "give a readable .toml file") from None
+        raise UserError(f"job file {_show(str(p))} not found", "give the path of a .toml job file, e.g. examples/kernels/softmax.toml") from None
+    except (OSError, ValueError) as exc:  # permissions, a name too long, a NUL in the name
+        raise UserError(f"job file {_show(str(p))} cannot be read ({exc.__class__.__name__})", "give a readable .toml file") from None
+    if len(raw) > MAX_JOB_BYTES:
+        raise UserError(f"job file {_show(str(p))} is over {MAX_JOB_BYTES} bytes", "give a job file, e.g. examples/kernels/softmax.toml")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise UserError(f"job file {p} is not UTF-8 text", "save it as UTF-8 TOML") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"job file {p} is not valid TOML: {exc}", "fix the TOML syntax at that line") from None
+    except RecursionError:
+        raise UserError(f"job file {p} nests arrays or tables too deeply", "a job file needs two levels at most") from None
     for banned in ("threshold", "thresholds", "tolerance", "min_speedup", "seed"):
         if _mentions(data, banned):
             raise UserError(
@@ -93,7 +123,7 @@ def load_job(path: str | Path) -> Job:
     kind_name = data.get("kind")
     if not isinstance(kind_name, str) or kind_name not in job_kinds():
         raise UserError(
-            f"job file {p}: field 'kind' is {kind_name!r}",
+            f"job file {p}: field 'kind' is {_show(kind_name)}",
             f"set kind to one of: {', '.join(sorted(job_kinds()))}",
         )
     kind = job_kinds()[kind_name]
@@ -110,9 +140,25 @@ def load_job(path: str | Path) -> Job:
         loc = err["loc"] if exc.title == Job.__name__ else (kind_name, *err["loc"])
         raise UserError(f"job file {p}: field '{_field(loc)}' {err['msg'].lower()}", _hint(err)) from None
     job = job.model_copy(update={"source": p.resolve()})
-    if not job.task_path.is_file():
-        raise UserError(f"job file {p}: task file {job.task_path} not found", "set task to a path relative to the job file")
+    try:
+        found = job.task_path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        raise UserError(f"job file {p}: field 'task' is not a usable path ({exc.__class__.__name__})",
+                        "set task to a path relative to the job file") from None
+    if not found:
+        raise UserError(f"job file {p}: task file {_show(str(job.task_path))} not found", "set task to a path relative to the job file")
     return job
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
+
+
+def _line(text: str, limit: int) -> str:
+    """`text` on one line (control characters escaped) and at most `limit` characters."""
+    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 def _mentions(data: object, key: str) -> bool:
