@@ -82,8 +82,8 @@ def run(
 ) -> None:
     """Run a job to a signed verdict. Exit 0 only if every verdict passes."""
     from assay.agents.job import load_job
-    from assay.agents.runner import start_run
 
+    # Everything a user can get wrong is checked before the runtime (seconds of imports) loads.
     job = load_job(job_file)
     if brain:
         job = job.model_copy(update={"brain": brain})
@@ -91,6 +91,8 @@ def run(
 
         parse_brain(brain)
     _check_outputs(json_path, junit, sarif)
+    from assay.agents.runner import start_run
+
     prog, on_event = _progress(job.budget.steps)
     with prog:
         outcome = start_run(job, wait=wait, on_event=on_event)
