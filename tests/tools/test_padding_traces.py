@@ -28,6 +28,7 @@ pytestmark = pytest.mark.anyio
 EXEC_CEILING = 2.0
 FILE_CEILING = 0.5
 TOLERANCE = 0.1
+EARLY = 0.005
 PADDED = ["--padding", "--pad-ceiling", f"exec={EXEC_CEILING}", "--pad-default-ceiling", str(FILE_CEILING)]
 
 PASSING = """
@@ -132,8 +133,11 @@ def test_with_padding_the_timing_traces_match(scenarios, a, b, calls):
     times_a, times_b = scenarios[(a, True)][1], scenarios[(b, True)][1]
     for (name, _), ta, tb in zip(calls, times_a, times_b):
         ceiling = EXEC_CEILING if name == "exec" else FILE_CEILING
-        # Never before the ceiling (anyio sleeps never wake early), never a ceiling overrun.
-        assert ceiling <= ta < ceiling + TOLERANCE and ceiling <= tb < ceiling + TOLERANCE, (name, ta, tb)
+        # Not before the ceiling (EARLY: asyncio fires a timer up to its clock resolution
+        # early, and the client stamps its send after the server may have read it), and never
+        # a ceiling overrun.
+        for t in (ta, tb):
+            assert ceiling - EARLY <= t < ceiling + TOLERANCE, (name, ta, tb)
         assert abs(ta - tb) < TOLERANCE, (name, ta, tb)
 
 
