@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,7 @@ def load() -> tuple[Any, Any]:
             tok.save_pretrained(tmp)
             tmp.rename(cached)
         model.eval()
+        torch.set_num_threads(threads())
         _loaded.update(tok=tok, model=model)
         return tok, model
 
@@ -113,6 +114,7 @@ def _chat(messages: list[ModelMessage], tools: list, instructions: str | None) -
 
 
 def _score(tok, model, prompt_ids, continuation: str) -> float:
+    """Mean log-likelihood of `continuation` after the prompt (one full forward pass)."""
     import torch
 
     cont = tok(continuation, add_special_tokens=False, return_tensors="pt")["input_ids"]
@@ -121,6 +123,50 @@ def _score(tok, model, prompt_ids, continuation: str) -> float:
         logits = model(ids).logits[0, prompt_ids.shape[1] - 1 : -1]
     logp = torch.log_softmax(logits.float(), dim=-1).gather(1, cont[0].unsqueeze(1)).sum().item()
     return logp / max(1, cont.shape[1])
+
+
+def _scores(tok, model, prompt_ids, continuations: list[str]) -> list[float]:
+    """`_score` for each continuation, the prompt run once: each continuation starts from a
+    copy of the prompt's KV cache, so a dozen tool names cost one long forward pass and a dozen
+    short ones, not a dozen long ones."""
+    import copy
+    import inspect
+
+    import torch
+
+    # transformers 5 calls the cache `cache`; 4.x called it `past_key_values`.
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    with torch.no_grad():
+        out = model(prompt_ids, use_cache=True)
+    past = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    last = out.logits[0, -1:]
+    scores = []
+    for text in continuations:
+        cont = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        logits = last
+        if cont.shape[1] > 1:
+            with torch.no_grad():
+                more = model(cont[:, :-1], use_cache=True, **{kw: copy.deepcopy(past)}).logits[0]
+            logits = torch.cat([last, more], dim=0)
+        logp = torch.log_softmax(logits.float(), dim=-1).gather(1, cont[0].unsqueeze(1)).sum().item()
+        scores.append(logp / max(1, cont.shape[1]))
+    return scores
+
+
+def threads() -> int:
+    """CPU threads for the model: ASSAY_LOCAL_THREADS, else half the CPUs this process may use
+    (at most 4). torch's default (all of them) spins against everything else on a busy
+    machine: on a loaded 2-core box a forward pass took 5x longer with 2 threads than with 1."""
+    import os
+
+    env = os.environ.get("ASSAY_LOCAL_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 2
+    return max(1, min(4, cpus // 2))
 
 
 def _generate(tok, model, text: str) -> tuple[str, int, int]:
@@ -167,8 +213,6 @@ def _validate(args: Any, schema: dict[str, Any]) -> str | None:
 class LocalModel(Model):
     """A pydantic-ai Model over SmolLM2 with validated JSON tool calls."""
 
-    _calls: int = field(default=0, repr=False)
-
     @property
     def model_name(self) -> str:
         return "smollm2-135m-instruct"
@@ -195,11 +239,16 @@ class LocalModel(Model):
         prompt = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         head = prompt + '{"tool": "'
         head_ids = tok(head, return_tensors="pt", add_special_tokens=False)["input_ids"]
-        name = max(tools, key=lambda t: _score(tok, model, head_ids, t.name + '"')).name
+        scores = _scores(tok, model, head_ids, [t.name + '"' for t in tools])
+        name = tools[max(range(len(tools)), key=scores.__getitem__)].name
         schema = next(t.parameters_json_schema for t in tools if t.name == name)
         n_in = n_out = 0
-        feedback = ""
-        for _ in range(RETRIES + 1):
+        required = list(schema.get("required", []))
+        # Decoding is greedy: the same prompt twice gives the same text, so each retry starts
+        # the arguments differently (with a required field spelled out), never the same way.
+        starts = [""] + [f'"{k}": ' for k in required[:RETRIES]]
+        problem = "no JSON object"
+        for feedback in starts:
             text, i, o = _generate(tok, model, head + name + '", "arguments": {' + feedback)
             n_in, n_out = n_in + i, n_out + o
             body = _balanced(feedback + text)
@@ -208,15 +257,19 @@ class LocalModel(Model):
             except json.JSONDecodeError:
                 args = None
             problem = "no JSON object" if not isinstance(args, dict) else _validate(args, schema)
+            if problem is not None and feedback == starts[-1] and not required and _validate({}, schema) is None:
+                # Nothing is required and the model could not write the object: the tool's
+                # defaults are a valid call, and the likeliest tool is still the model's choice.
+                args, problem = {}, None
             if problem is None:
-                self._calls += 1
+                # The id follows the history, not this process: a run resumed in a new process
+                # asks again for the same step and must get the same id, so the gateway replays
+                # the recorded call instead of running it twice.
+                n = sum(1 for m in messages if isinstance(m, ModelResponse)) + 1
                 return ModelResponse(
-                    parts=[ToolCallPart(name, args, tool_call_id=f"local-{self._calls}")],
+                    parts=[ToolCallPart(name, args, tool_call_id=f"local-{n}")],
                     usage=RequestUsage(input_tokens=n_in, output_tokens=n_out),
                     model_name=self.model_name,
                 )
-            # Retry with the required fields spelled out: small models follow a started pattern.
-            required = schema.get("required", [])
-            feedback = ", ".join(f'"{k}": ' for k in required[:1])
         return ModelResponse(parts=[TextPart(f"I could not produce valid arguments for {name}: {problem}")],
                              usage=RequestUsage(input_tokens=n_in, output_tokens=n_out), model_name=self.model_name)
