@@ -119,8 +119,16 @@ def make_model(brain: str, *, agent_module: str, redactor: Redactor, http_client
         key = api_key_from_env()
         if key:
             redactor.add_secret(key, "api-key")
+        from pydantic_ai.profiles import merge_profile
+        from pydantic_ai.profiles.openai import OpenAIModelProfile
+
         provider = OpenAIProvider(base_url=url, api_key=key or "unused", http_client=http_client)
-        model = OpenAIChatModel(name or "default", provider=provider)
+        # OpenAI-compatible servers (llama.cpp, Ollama, older vLLM) know `max_tokens`, not
+        # OpenAI's newer `max_completion_tokens`, and silently ignore the latter: the run's
+        # token cap would not reach them and a rambling model would fill its context window.
+        profile = merge_profile(provider.model_profile(name or "default"),
+                                OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False))
+        model = OpenAIChatModel(name or "default", provider=provider, profile=profile)
     else:
         from pydantic_ai.models import infer_model
 

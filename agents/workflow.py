@@ -78,14 +78,18 @@ def _budget_left(state: RunState, job: Job) -> str | None:
     return None
 
 
-async def one_step(agent: Agent, history: list, prompt: str, limits: UsageLimits):
+async def one_step(agent: Agent, history: list, prompt: str, limits: UsageLimits, max_tokens: int | None = None):
     """Run the agent until its next model request has been answered and its tool calls done.
 
     Returns (messages, final_text or None, usage)."""
     from pydantic_ai.agent import CallToolsNode, ModelRequestNode
     from pydantic_graph import End
 
-    async with agent.iter(None if history else prompt, message_history=history or None, usage_limits=limits) as run:
+    # A model may not write past the token budget: UsageLimits only looks once the answer is
+    # in, so without a cap a rambling model generates up to its context window first.
+    settings = {"max_tokens": max_tokens} if max_tokens is not None else None
+    async with agent.iter(None if history else prompt, message_history=history or None, usage_limits=limits,
+                          model_settings=settings) as run:
         node = run.next_node
         while True:
             if isinstance(node, End):
@@ -121,7 +125,7 @@ async def agent_step(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
         # The time budget holds inside a step too: a call still running when it runs out is
         # cancelled (the gateway records it as interrupted) and the run goes to the verifier.
         with anyio.fail_after(time_left):
-            messages, final, usage = await one_step(deps.agent, _history(state), deps.prompt, limits)
+            messages, final, usage = await one_step(deps.agent, _history(state), deps.prompt, limits, max_tokens=tokens_left)
     except Exception as exc:  # a brain that breaks ends the run honestly, recorded, not a crash
         from pydantic_ai.exceptions import UsageLimitExceeded
 
