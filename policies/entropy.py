@@ -10,31 +10,53 @@ label (sha256:, commit, digest, ...) are taken for hashes and kept; unlabelled o
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
-from collections import Counter
+from bisect import bisect_left, bisect_right
+from collections import _count_elements
 from dataclasses import dataclass
 
 import re2
 
-from assay.policies.re2util import match_spans
+from assay.policies.re2util import _UNANCHORED
+
+_ANCHOR_START = re2._Anchor.ANCHOR_START
 
 MIN_BASE64 = 20
 MIN_HEX = 32
 
-# Maximal runs of the base64/base64url alphabet, at least 20 long and holding a digit (both
-# kinds of token need one). Each alternative fixes where the first digit is, and the run must
-# start after a non-alphabet byte, so RE2's DFA tracks one run at a time instead of a thread
-# per start position; that keeps it small and fast. The match includes that one leading byte
-# (RE2 has no lookbehind) and no capture group, so RE2 answers from its DFA alone.
+# Candidates are maximal runs of the base64/base64url alphabet that could pass the checks in
+# `is_high_entropy`: a run holding a digit, an upper-case and a lower-case letter (whatever
+# the order their first occurrences come in: one alternative per order), or a run of 32 or
+# more hex digits. Every run the checks accept is one of these, and plain words, ids in one
+# case, UUIDs and version strings are not, so RE2 skips them without a Python call each. The
+# match includes the one byte before the run (RE2 has no lookbehind) and no capture group, so
+# RE2 answers from its DFA alone; Latin-1 mode makes that byte one byte, whatever it is.
 _C = rb"[A-Za-z0-9+/_-]"
-_L = rb"[A-Za-z+/_-]"
-_RUN = re2.compile(
-    rb"(?:^|[^A-Za-z0-9+/_-])(?:"
-    + b"|".join([_L + b"{%d}[0-9]" % p + _C + b"{%d,}" % (MIN_BASE64 - 1 - p) for p in range(MIN_BASE64 - 1)]
-                + [_L + b"{%d,}[0-9]" % (MIN_BASE64 - 1) + _C + b"*"])
-    + rb")={0,2}"
+_CLASSES = {"d": b"0-9", "u": b"A-Z", "l": b"a-z"}
+
+
+def _one_order(order: str) -> bytes:
+    """A run whose first digit, upper and lower come in `order` (e.g. "dul")."""
+    out, seen = rb"[+/_-]*", b""
+    for c in order[:-1]:
+        seen += _CLASSES[c]
+        out += b"[" + _CLASSES[c] + b"][" + seen + rb"+/_-]*"
+    return out + b"[" + _CLASSES[order[-1]] + b"]" + _C + b"*"
+
+
+def _latin1():
+    opts = re2.Options()
+    opts.encoding = re2.Options.Encoding.LATIN1
+    return opts
+
+
+_ORDERS = ("dul", "dlu", "udl", "uld", "ldu", "lud")
+_CANDIDATE = re2.compile(
+    rb"(?:^|[^A-Za-z0-9+/_-])(?:" + b"|".join(_one_order(o) for o in _ORDERS) + rb"|[0-9a-fA-F]{32,})",
+    _latin1(),
 )
+_REST_OF_RUN = re2.compile(_C + b"*", _latin1())
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+_IN_RUN = [b in _ALPHABET for b in range(256)]
 _DIGITS = b"0123456789"
 _LOWER = b"abcdefghijklmnopqrstuvwxyz"
 _UPPER = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -71,6 +93,9 @@ def _threshold(table: list[tuple[int, float]], n: int) -> float:
 # c*log2(c) by count, so entropy is one table lookup per distinct byte:
 # H = log2(n) - sum(c*log2(c)) / n.
 _CLOG2C = [0.0] + [c * math.log2(c) for c in range(1, 4097)]
+_TABLED = 4096  # thresholds by length, looked up instead of interpolated each time
+_HEX_AT = [_threshold(_HEX_P1, n) for n in range(_TABLED + 1)]
+_B64_AT = [_threshold(_B64_P1, n) for n in range(_TABLED + 1)]
 
 
 def entropy(data: bytes) -> float:
@@ -78,9 +103,11 @@ def entropy(data: bytes) -> float:
     n = len(data)
     if not n:
         return 0.0
+    counts: dict[int, int] = {}
+    _count_elements(counts, data)
     if n > 4096:
-        return -sum(c / n * math.log2(c / n) for c in Counter(data).values())
-    return math.log2(n) - sum(map(_CLOG2C.__getitem__, Counter(data).values())) / n
+        return -sum(c / n * math.log2(c / n) for c in counts.values())
+    return math.log2(n) - sum(map(_CLOG2C.__getitem__, counts.values())) / n
 
 
 def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
@@ -91,9 +118,9 @@ def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
     if n >= MIN_HEX and not body.translate(None, _HEXDIGITS):
         if len(body.translate(None, _DIGITS)) in (0, n):  # needs both digits and letters
             return None
-        if _HASH_LABEL.search(before):
+        if _HASH_LABEL._regexp.Match(_UNANCHORED, before, 0, len(before))[0][0] != -1:
             return None
-        return "high-entropy-hex" if entropy(body) >= _threshold(_HEX_P1, n) else None
+        return "high-entropy-hex" if entropy(body) >= (_HEX_AT[n] if n <= _TABLED else _threshold(_HEX_P1, n)) else None
     if n < MIN_BASE64:
         return None
     if len(body.translate(None, _UPPER)) == n or len(body.translate(None, _LOWER)) == n:
@@ -107,16 +134,44 @@ def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
         wordy = sum(1 for seg in segments if len(seg) >= 2 and seg.islower() and seg.isalnum())
         if wordy >= max(2, len(segments) // 2):
             return None
-    return "high-entropy" if entropy(body) >= _threshold(_B64_P1, n) else None
+    return "high-entropy" if entropy(body) >= (_B64_AT[n] if n <= _TABLED else _threshold(_B64_P1, n)) else None
 
 
-def find_high_entropy(data: bytes) -> list[Finding]:
+def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None) -> list[Finding]:
+    """Every maximal run of the base64 alphabet (with up to two '=' after it) that
+    `is_high_entropy` takes for a token.
+
+    `covered`: sorted, disjoint spans already found by a detector that outranks this one
+    (redaction.py merges overlapping findings and names them after the higher-ranked one).
+    A token wholly inside one of them would change nothing there, so it is not checked.
+    """
     out: list[Finding] = []
-    for spans in match_spans(_RUN, data):
-        s, e = spans[0]
-        if data[s] not in _ALPHABET:
-            s += 1  # the delimiter byte before the run
+    search = _CANDIDATE._regexp.Match
+    rest = _REST_OF_RUN._regexp.Match
+    starts = [lo for lo, _ in covered] if covered else None
+    n = len(data)
+    pos = 0
+    while pos < n:
+        s, e = search(_UNANCHORED, data, pos, n)[0]
+        if s < 0:
+            break
+        pos = e
+        if not _IN_RUN[data[s]]:
+            s += 1  # the byte before the run
+        if e < n and _IN_RUN[data[e]]:
+            # A 32-hex-digit start of a longer run that is not all hex: it lacks a digit, an
+            # upper or a lower letter (else the first alternatives had taken it), so no check
+            # would accept it. Skip the rest of it.
+            pos = rest(_ANCHOR_START, data, e, n)[0][1]
+            continue
+        end = e
+        while end < n and end < e + 2 and data[end] == 61:  # '=' padding belongs to the token
+            end += 1
+        if starts:
+            i = bisect_right(starts, s) - 1
+            if i >= 0 and end <= covered[i][1]:
+                continue
         kind = is_high_entropy(data[s:e], data[max(0, s - 24) : s])
         if kind:
-            out.append(Finding(s, e, kind))
+            out.append(Finding(s, end, kind))
     return out

@@ -32,6 +32,7 @@ from assay.errors import UserError
 from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
 from assay.policies.known_secrets import MIN_LENGTH, KnownSecrets
+from assay.policies.re2util import Lines, match_spans
 from assay.policies.secret_rules import RuleSet, load_rules
 from assay.policies.vault import PLACEHOLDER_RE, Vault
 
@@ -80,18 +81,32 @@ _SEPARATOR = b"\x00\n"
 
 def _windows(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Merged regions around each placed placeholder: its line and the lines either side
-    (a rule may reach across a line end, as in `key =\\n  value`)."""
+    (a rule may reach across a line end, as in `key =\\n  value`). Placeholders come in
+    order, so each byte is searched for line ends once, however long the line."""
     out: list[tuple[int, int]] = []
+    lines = Lines(data)
+    n = len(data)
     for s, e in placed:
-        lo = data.rfind(b"\n", 0, max(0, data.rfind(b"\n", 0, s))) + 1
-        nl = data.find(b"\n", e)
-        nl = -1 if nl == -1 else data.find(b"\n", nl + 1)
-        hi = len(data) if nl == -1 else nl + 1
+        lo = lines.start(s, 1)
+        hi = lines.end(e, 1)
+        hi = n if hi >= n else hi + 1
         if out and lo <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], hi))
         else:
             out.append((lo, hi))
     return out
+
+
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans merged as `Redactor._find` merges findings (overlapping, not touching), in
+    order: what a lower-ranked finding wholly inside one of them could not change."""
+    out: list[list[int]] = []
+    for s, e in sorted(spans):
+        if out and s < out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
 
 
 @lru_cache(maxsize=1)
@@ -169,7 +184,8 @@ class Redactor:
     def _protected(self, data: bytes) -> list[tuple[int, int]]:
         if b"[[" not in data:
             return []
-        return [m.span() for m in PLACEHOLDER_RE.finditer(data) if self._vault.knows(m.group())]
+        knows = self._vault.knows
+        return [spans[0] for spans in match_spans(PLACEHOLDER_RE, data) if knows(data[spans[0][0] : spans[0][1]])]
 
     def _find(self, data: bytes) -> list[tuple[int, int, str, str]]:
         """Merged findings as (start, end, category, kind) byte spans, in order."""
@@ -186,7 +202,9 @@ class Redactor:
         for f in self._rules.scan(scan):
             raw.append((f.start, f.end, _PRIORITY["rule"], "SECRET", f.kind))
         if self._entropy:
-            for f in _entropy.find_high_entropy(scan):
+            # A token inside a span the detectors above found merges into it and takes its
+            # name, so the entropy detector need not judge it.
+            for f in _entropy.find_high_entropy(scan, _union([(s, e) for s, e, *_ in raw])):
                 raw.append((f.start, f.end, _PRIORITY["entropy"], "SECRET", f.kind))
         if self._pii:
             for f in _pii.find_pii(scan):

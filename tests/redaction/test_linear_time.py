@@ -40,6 +40,13 @@ CASES = {
     "url-escapes": lambda n: "%2" * (n // 2),
     "backslash-n": lambda n: "\\n" * (n // 2),
     "near-known-secret": lambda n: "hunter2-Sup3r " * (n // 14),
+    # the literal search: one literal everywhere, a short one, a keyword without its literal
+    "literal-repeated": lambda n: "glpat-" * (n // 6),
+    "short-literal-repeated": lambda n: "s." * (n // 2),
+    "keyword-repeated": lambda n: "private " * (n // 8),
+    # many findings, and many placeholders, on one line: line bounds must not be searched anew
+    "findings-on-one-line": lambda n: "api_key=Zq8Wn4Lk2Jh6Gf1Ds5Ap9Om3Iu7Ye2; " * (n // 41),
+    "addresses-on-one-line": lambda n: "1.2.3.4 " * (n // 8),
 }
 
 

@@ -1,0 +1,134 @@
+"""The detectors' fast paths agree with their plain meaning.
+
+Entropy: RE2 proposes only runs the checks could accept, and the checks then judge them as
+before, so the findings equal a byte-by-byte walk over every run; tokens inside spans a
+higher-ranked detector found are skipped, which changes nothing once findings merge. PII: the
+byte tests that skip a kind never skip the kind that matched.
+"""
+
+from __future__ import annotations
+
+import string
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assay.policies import entropy as _entropy
+from assay.policies import pii as _pii
+from assay.policies import re2util
+from assay.policies.redaction import Redactor, default_rules
+
+_SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _findings(found) -> list[tuple[int, int, str]]:
+    return sorted((f.start, f.end, f.kind) for f in found)
+
+
+_text = st.lists(
+    st.one_of(
+        st.text(alphabet=string.ascii_letters + string.digits + " _-./:=@+%\n\t\"'[]{}", max_size=40),
+        st.sampled_from(["api_key = ", "password: ", "AKIA", "ghp_", "eyJ", "-----BEGIN RSA PRIVATE KEY-----\n", "@example.com", "4111 1111 1111 1111", "192.0.2.", "::", "sha256:"]),
+        st.text(alphabet=string.ascii_letters + string.digits + "+/", min_size=16, max_size=60),
+    ),
+    max_size=12,
+).map("".join)
+
+
+# -- entropy: candidate runs by RE2, judged as before ---------------------------------------
+
+_ALPHABET = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+
+
+def _entropy_reference(data: bytes) -> list[tuple[int, int, str]]:
+    """Every maximal run of the alphabet of 20+ bytes holding a digit, with up to two '='
+    after it, judged by is_high_entropy: the detector's meaning, one byte at a time."""
+    out, i, n = [], 0, len(data)
+    while i < n:
+        if data[i] not in _ALPHABET:
+            i += 1
+            continue
+        j = i
+        while j < n and data[j] in _ALPHABET:
+            j += 1
+        run = data[i:j]
+        if len(run) >= 20 and any(48 <= c <= 57 for c in run):
+            kind = _entropy.is_high_entropy(run, data[max(0, i - 24) : i])
+            if kind:
+                end = j
+                while end < n and end < j + 2 and data[end] == 61:
+                    end += 1
+                out.append((i, end, kind))
+        i = j
+    return out
+
+
+_tokenish = st.lists(
+    st.one_of(
+        st.text(alphabet=string.ascii_letters + string.digits + "+/_-", min_size=1, max_size=70),
+        st.text(alphabet=string.hexdigits, min_size=30, max_size=70),
+        st.sampled_from(["=", "==", "===", " ", "\n", ".", "sha256:", "commit ", "é", "\udcff", ":", "/"]),
+    ),
+    max_size=12,
+).map("".join)
+
+
+@_SETTINGS
+@given(text=_tokenish)
+def test_entropy_candidates_miss_no_run_the_checks_accept(text):
+    data = text.encode("utf-8", "surrogatepass")
+    assert _findings(_entropy.find_high_entropy(data)) == _entropy_reference(data)
+
+
+def test_a_token_after_a_non_ascii_character_is_redacted_whole():
+    token = "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9"
+    out = Redactor(default_rules()).redact("café" + token + " and \xff" + token)
+    assert token not in out and out.startswith("café[[SECRET:")
+
+
+def test_tokens_joined_by_padding_are_both_found_in_one_pass():
+    data = b"aB3dE5fG7hJ9kL1mN3pQ5rS7tU9==Zq8Wn4Lk2Jh6Gf1Ds5Ap9Om3Iu7Ye2"
+    assert len(_entropy.find_high_entropy(data)) == 2
+
+
+@_SETTINGS
+@given(text=_tokenish, cuts=st.lists(st.integers(0, 400), max_size=6))
+def test_entropy_skips_only_tokens_inside_covered_spans(text, cuts):
+    data = text.encode("utf-8", "surrogatepass")
+    cuts = sorted(min(c, len(data)) for c in cuts)
+    covered = [(cuts[i], cuts[i + 1]) for i in range(0, len(cuts) - 1, 2) if cuts[i] < cuts[i + 1]]
+    everything = _findings(_entropy.find_high_entropy(data))
+    kept = _findings(_entropy.find_high_entropy(data, covered))
+    inside = [f for f in everything if any(lo <= f[0] and f[1] <= hi for lo, hi in covered)]
+    assert kept == [f for f in everything if f not in inside]
+
+
+# -- the redactor's merge: skipping covered tokens changes nothing ---------------------------
+
+
+@_SETTINGS
+@given(text=_text)
+def test_skipping_covered_entropy_tokens_leaves_the_findings_unchanged(text):
+    data = text.encode("utf-8", "surrogatepass")
+    redactor = Redactor(default_rules())
+    fast = redactor._find(data)
+    plain = _entropy.find_high_entropy
+    try:
+        _entropy.find_high_entropy = lambda d, covered=None: plain(d)
+        slow = redactor._find(data)
+    finally:
+        _entropy.find_high_entropy = plain
+    assert fast == slow
+
+
+# -- PII: the byte tests only skip kinds that cannot have matched ----------------------------
+
+
+@_SETTINGS
+@given(text=st.text(alphabet=string.digits + string.ascii_letters[:8] + "ABDEGN +-.:()@%", max_size=120))
+def test_pii_kind_guard_agrees_with_asking_every_kind(text):
+    data = text.encode()
+    for spans in re2util.match_spans(_pii._PATTERN, data):
+        s, e = spans[0]
+        full = next((kind for kind, regex in _pii._ALONE if regex._regexp.Match(_pii._ANCHOR_START, data, s, len(data))[0] == (s, e)), None)
+        assert _pii._kind_of(data, s, e) == full
