@@ -101,6 +101,9 @@ class Rule:
     # Where matches can be: literals every match contains, with how far a match reaches around
     # each (re2util.Locator); None when the rule runs over the whole text.
     locators: tuple | None = None
+    # Its matches may run on without bound after the literal (private-key's body): searched
+    # from each hit on (RuleSet._scan_from) instead of in windows.
+    open_ended: bool = False
     # Every match holds a keyword (re2util.requirements), so the keyword gate is always open
     # where the rule can match and need not be asked.
     gate_implied: bool = False
@@ -120,8 +123,10 @@ class Finding:
     kind: str
 
 
-def _locators(pattern: str):
-    """The rule's locators when they make windows worth having, else None (whole text)."""
+def _locators(pattern: str, open_ended: bool = False):
+    """The rule's locators when they make windows worth having, else None (whole text).
+    With `open_ended`, locators whose matches may run on without bound after the literal
+    are taken too, when the bound before it holds (see RuleSet._scan_from)."""
     try:
         shape = analyse(pattern)
         cheap_whole = starts_with_literal(pattern)
@@ -136,9 +141,13 @@ def _locators(pattern: str):
     for loc in locs:
         if loc.before is None and (loc.lines_before is None or loc.lines_before > MAX_WINDOW_LINES):
             return None
-        if loc.after is None and (loc.lines_after is None or loc.lines_after > MAX_WINDOW_LINES):
+        if not open_ended and loc.after is None and (loc.lines_after is None or loc.lines_after > MAX_WINDOW_LINES):
             return None
     return locs
+
+
+def _open_ended(locators) -> bool:
+    return any(loc.after is None and (loc.lines_after is None or loc.lines_after > MAX_WINDOW_LINES) for loc in locators)
 
 
 def _needs(pattern: str) -> tuple:
@@ -252,7 +261,10 @@ class RuleSet:
         for i in sorted(windows):
             rule = self.rules[i]
             if rule.gate_implied or any(kw in present for kw in rule.keywords):
-                self._scan_regions(rule, data, _merged(windows[i]), findings)
+                if rule.open_ended:
+                    self._scan_from(rule, data, sorted(lo for lo, _ in windows[i]), findings)
+                else:
+                    self._scan_regions(rule, data, _merged(windows[i]), findings)
         whole = [(0, len(data))]
         for i in sorted(set(self._whole) | crowded):
             rule = self.rules[i]
@@ -348,9 +360,32 @@ class RuleSet:
             windows.append((max(c - before, 0), min(hi, n)))
         return _merged(windows) if windows else []
 
+    def _scan_from(self, rule: Rule, data: bytes, starts: list[int], findings: list[Finding]) -> None:
+        """An open-ended rule: no match starts before the first window start at or after the
+        current position (each match holds a literal at most `before` after its start), so
+        each search begins there and runs to the end of the text. A search that finds
+        nothing means nothing matches further on; each found match moves the position past
+        it, so the searches cover the text once."""
+        search = rule.regex._regexp.Match
+        n = len(data)
+        pos, last = 0, -1
+        matches = []
+        for lo in starts:
+            at = max(pos, lo)
+            if at == last:
+                continue
+            last = at
+            spans = search(_UNANCHORED, data, at, n)
+            ms, me = spans[0]
+            if ms < 0:
+                break
+            matches.append(spans)
+            pos = me if me > ms else me + 1
+        self._judge(rule, data, matches, findings)
+
     def _scan_regions(self, rule: Rule, data: bytes, regions, findings: list[Finding]) -> None:
         search = rule.regex._regexp.Match
-        lines = None
+        matches = []
         for lo, hi in regions:
             pos = lo
             while pos <= hi:
@@ -359,25 +394,33 @@ class RuleSet:
                 if ms < 0:
                     break
                 pos = me if me > ms else me + 1
-                s, e = _secret_span(spans)
-                if e <= s:
+                matches.append(spans)
+        self._judge(rule, data, matches, findings)
+
+    def _judge(self, rule: Rule, data: bytes, matches: list, findings: list[Finding]) -> None:
+        """gitleaks' checks on each match, in order: secret group, entropy, allowlists."""
+        lines = None
+        verdicts = self._verdicts.get(rule.id)
+        for spans in matches:
+            s, e = _secret_span(spans)
+            if e <= s:
+                continue
+            secret = data[s:e]
+            if rule.entropy:
+                if entropy(secret) <= rule.entropy:
                     continue
-                secret = data[s:e]
-                if rule.entropy:
-                    if entropy(secret) <= rule.entropy:
-                        continue
-                    # gitleaks: generic rules need a digit, a stand-in for a lookahead Go's RE2 lacks.
-                    if rule.id.startswith("generic") and len(secret.translate(None, _DIGITS)) == len(secret):
-                        continue
-                verdicts = self._verdicts.get(rule.id)
-                if verdicts is None:
-                    verdicts = self._verdicts[rule.id] = _Verdicts(self.global_allow + rule.allowlists)
-                if not verdicts.empty:
-                    if lines is None:
-                        lines = Lines(data)
-                    if verdicts.allows(secret, data[ms:me], data, lines, s, e):
-                        continue
-                findings.append(Finding(s, e, rule.id))
+                # gitleaks: generic rules need a digit, a stand-in for a lookahead Go's RE2 lacks.
+                if rule.id.startswith("generic") and len(secret.translate(None, _DIGITS)) == len(secret):
+                    continue
+            if verdicts is None:
+                verdicts = self._verdicts[rule.id] = _Verdicts(self.global_allow + rule.allowlists)
+            if not verdicts.empty:
+                if lines is None:
+                    lines = Lines(data)
+                ms, me = spans[0]
+                if verdicts.allows(secret, data[ms:me], data, lines, s, e):
+                    continue
+            findings.append(Finding(s, e, rule.id))
 
 
 class _Verdicts:
@@ -536,8 +579,11 @@ def load_rules(text: str | None = None) -> RuleSet:
         rule.locators = _locators(spec["regex"])
         if rule.locators is None:
             _attach_core(rule, spec["regex"])
-            if rule.core is None:
-                rule.needs = _needs(spec["regex"])
+        if rule.locators is None and rule.core is None:
+            rule.locators = _locators(spec["regex"], open_ended=True)
+            rule.open_ended = rule.locators is not None
+        if rule.locators is None and rule.core is None:
+            rule.needs = _needs(spec["regex"])
         rule.gate_implied = _gate_implied(spec["regex"], rule.keywords, rule.locators)
     notes = []
     global_allow = []

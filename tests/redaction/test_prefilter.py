@@ -102,8 +102,11 @@ def test_strings_each_rule_matches_are_found_alike(data, before, after, newline)
         b"\n".join([b"api_key = Zq8Wn4Lk2Jh6Gf1Ds5Ap9Om3Iu7Ye2"] * 500),
         b"kind: secret\ndata:\n  password: c2VjcmV0cGFzc3dvcmQxMjM=\n",
         "\u212aey = 'Zq8Wn4Lk2Jh6Gf1Ds5Ap9Om3Iu7Ye2'".encode(),  # Kelvin sign: (?i)k matches it
+        # open-ended rules, searched from each hit to the end: BEGINs without an END, then keys
+        b"-----BEGIN PRIVATE KEY-----\n" * 300 + (b"-----BEGIN EC PRIVATE KEY-----\n" + b"MHcCAQEEIBk" * 12 + b"\n-----END EC PRIVATE KEY-----\n") * 3,
+        b"curl -u admin:hunter2hunter2 https://x\n" + b"curl -H 'Authorization: Bearer abcdefgh12345678' https://y\n" * 40,
     ],
-    ids=["one-literal", "short-literal", "keyword-without-literal", "many-hits", "long-line", "generic-lines", "k8s", "kelvin"],
+    ids=["one-literal", "short-literal", "keyword-without-literal", "many-hits", "long-line", "generic-lines", "k8s", "kelvin", "pem", "curl"],
 )
 def test_hostile_shapes_give_the_same_findings(text):
     _same(text)
