@@ -133,6 +133,7 @@ static void ew(float* out, const float* const* L, const long* D, const float* K)
         run_range<U, NT>(out, L, D, K, s, s + chunk < numel ? s + chunk : numel);
     }}
     if (NT) vfence();
+    free(scratch);
   }}
 }}
 """
@@ -141,12 +142,14 @@ static void ew(float* out, const float* const* L, const long* D, const float* K)
 
 # --- row reductions ----------------------------------------------------------------------
 
-ROW_SPACE = {"unroll": [2, 1, 4], "nt": [0, 1], "alg": [0, 1]}
-ROW_ALGS = {"softmax": 2, "log_softmax": 1, "layer_norm": 2, "rms_norm": 1}
+ROW_SPACE = {"unroll": [2, 1, 4], "nt": [1, 0]}
+# Algorithms per op, the default first. softmax 2: exp once into a per-thread scratch row, then
+# one streaming pass writes y, so y's lines are never read (no read-for-ownership traffic).
+ROW_ALGS = {"softmax": [2, 0, 1], "log_softmax": [0], "layer_norm": [0, 1], "rms_norm": [0]}
 
 
 def rowreduce_space(op: str) -> list[dict]:
-    return _product({**ROW_SPACE, "alg": list(range(ROW_ALGS[op]))})
+    return _product({**ROW_SPACE, "alg": ROW_ALGS[op]})
 
 
 _ROW_PRELUDE = """
@@ -175,7 +178,16 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
     if op in ("softmax", "log_softmax"):
         row = f"""
     const vf mv = vsplat(vhmax(row_fold<U>(xr, cols, vsplat(-INFINITY), {fmax})));
-    if ({'ALG == 0' if op == 'softmax' else '0'}) {{
+    if ({'ALG == 2' if op == 'softmax' else '0'}) {{
+      vf s = vsplat(0.f);
+      vmap_range<U, 0>(scratch, cols, [&](long i, long cnt) -> vf {{
+        vf e = vexp(LD(xr, i, cnt) - mv);
+        s += cnt == VW ? e : vfirst(e, cnt);
+        return e;
+      }});
+      const vf inv = vsplat(1.0f / vhsum(s));
+      vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf {{ return LD(scratch, i, cnt) * inv; }});
+    }} else if ({'ALG == 0' if op == 'softmax' else '0'}) {{
       // exp once: store it, sum it, then scale the row while it is still in cache
       vf s = vsplat(0.f);
       vmap_range<U, 0>(yr, cols, [&](long i, long cnt) -> vf {{
@@ -259,6 +271,8 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
 // One parallel region per call: under a busy scheduler every extra fork/join can cost a timeslice.
 #pragma omp parallel if (nrows * cols > 32768)
   {{
+    float* scratch = ALG == 2 ? aligned_scratch((size_t)cols + VW) : nullptr;
+    (void)scratch;
     // dynamic blocks of ~16K elements: a parked thread's rows go to the one still running
     const long rchunk = cols >= 16384 ? 1 : 16384 / (cols > 0 ? cols : 1);
 #pragma omp for schedule(dynamic, rchunk) nowait
@@ -268,6 +282,7 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
       {row}
     }}
     if (NT) vfence();
+    free(scratch);
   }}
 }}
 """
