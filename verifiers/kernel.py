@@ -32,6 +32,7 @@ import json
 import random
 import secrets
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -706,6 +707,11 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
     if not ratio >= tm.scaling_min:
         problems.append(f"the candidate's CPU time does not follow its iteration count (3n/n = {ratio:.2f}, "
                         f"wall {wall_ratio:.2f}; need >= {tm.scaling_min})")
+    flush = {s: statistics.median([float(e.get("flush_cpu_s", 0)) for e in times[s][1]] or [0.0])
+             for s in ("eager", "candidate")}
+    if flush["candidate"] > 2 * flush["eager"] + 0.02:
+        problems.append(f"the candidate burned {flush['candidate'] * 1e3:.1f} ms of CPU per untimed cache flush, "
+                        f"the reference {flush['eager'] * 1e3:.1f} ms: work moved out of the timed window")
     windows = sum(float(e.get("wall_s", 0)) for e in log)
     if windows > host_wall + 0.5:
         problems.append(f"the timed windows add up to {windows:.2f} s, more than the {host_wall:.2f} s the exec took")

@@ -545,7 +545,11 @@ def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int
         if idx is not None:
             perturb.restore(idx[i], saved)
         if i == audit:
-            keep = out
+            # Copied the moment it returns: work deferred to a thread or to the next (untimed)
+            # flush would finish later, and this copy would show the output unfinished.
+            outs = outputs_of(out)
+            keep = [o.detach().clone() for o in outs] if outs is not None and all(
+                o.device.type == "cpu" for o in outs) else out
     return keep
 
 
@@ -658,7 +662,7 @@ def serve(chan, subjects, args, perturb, flush, opwatch=None, integrity=None) ->
 
 
 def _save_audit(path: str, out) -> str:
-    outs = outputs_of(out)
+    outs = out if isinstance(out, list) and out and all(type(o).__name__ == "Tensor" for o in out) else outputs_of(out)
     if outs is None:
         return "not a plain tensor" if out is not None else "no output kept"
     if any(o.device.type != "cpu" for o in outs):

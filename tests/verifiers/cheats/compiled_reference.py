@@ -3,8 +3,13 @@ forward's op recorder does not look) and calls the compiled code in forward, whi
 nothing but an allocation.
 """
 
+import os
+
 import torch
 import torch.nn as nn
+
+# torch.compile's default cache is under /tmp, which a sandbox may mount noexec; the workspace is not.
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.getcwd(), "inductor-cache")
 
 
 class _Reference(nn.Module):
