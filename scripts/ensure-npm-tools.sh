@@ -3,7 +3,11 @@
 #   scripts/ensure-npm-tools.sh PREFIX
 set -euo pipefail
 PREFIX="${1:-.cache/npm}"
-[ -x "$PREFIX/node_modules/.bin/mcp-inspector" ] && exit 0
+# Pinned: 0.17 is the first CLI that sends headers (the bearer token over HTTP); the
+# unpinned install on Node 20 resolves to 0.15.
+VERSION=0.17.5
+installed=$(node -p "require('./$PREFIX/node_modules/@modelcontextprotocol/inspector/package.json').version" 2>/dev/null || true)
+[ "$installed" = "$VERSION" ] && exit 0
 command -v npm >/dev/null || {
     if [ "$(id -u)" -eq 0 ]; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm >/dev/null
@@ -12,4 +16,4 @@ command -v npm >/dev/null || {
     fi
 }
 mkdir -p "$PREFIX"
-npm install --silent --no-fund --no-audit --prefix "$PREFIX" @modelcontextprotocol/inspector >/dev/null
+npm install --silent --no-fund --no-audit --prefix "$PREFIX" "@modelcontextprotocol/inspector@$VERSION" >/dev/null 2>&1

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+import anyio
+
 from assay.tools.seam import Handler, ToolCall, ToolOutcome
 
 _NOT_JSON = object()
@@ -28,6 +30,11 @@ class Redaction:
             outcome = await self.inner(call)
         except Exception as exc:  # the message of an unexpected failure may carry a secret too
             outcome = ToolOutcome(text=f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        # Off the event loop: redacting megabytes of hostile output must not stall the server's
+        # other requests (pings, cancellations, other calls) while it runs.
+        return await anyio.to_thread.run_sync(self._redact, outcome)
+
+    def _redact(self, outcome: ToolOutcome) -> ToolOutcome:
         raw = outcome.structured
         if raw is not None:
             outcome.structured = self.redact_json(raw)
