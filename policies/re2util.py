@@ -182,7 +182,8 @@ class _Parser:
         self.p = pattern
         self.i = 0
         self.depth = 0
-        self.top: list[tuple[int, dict]] = []  # each top-level item: where it starts, flags there
+        self.groups = 0  # capturing groups opened so far
+        self.top: list[tuple[int, dict, int]] = []  # each top-level item: where it starts, flags and groups before it
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -217,7 +218,7 @@ class _Parser:
                     self.i = k + 1
                     continue
             if self.depth == 0:
-                self.top.append((self.i, dict(flags)))
+                self.top.append((self.i, dict(flags), self.groups))
             items.append(self.repetition(self.atom(flags)))
         return items[0] if len(items) == 1 else ("cat", items)
 
@@ -261,11 +262,14 @@ class _Parser:
         if c == "(":
             self.i += 1
             inner = dict(flags)
-            if self.peek() == "?":
+            if self.peek() != "?":
+                self.groups += 1
+            else:
                 if self.p.startswith("?P<", self.i) or self.p.startswith("?<", self.i):
                     j = self.p.find(">", self.i)
                     if j == -1:
                         raise Unsupported("bad group name")
+                    self.groups += 1
                     self.i = j + 1
                 elif self.p.startswith("?:", self.i):
                     self.i += 2
@@ -617,6 +621,10 @@ class Core:
     pattern: str
     before: int
     reach: tuple
+    # The prefix is one lazy repeat of a character class (generic-api-key's [\\w.-]{0,50}?)
+    # holding no group: a match is then the prefix up to the first place the core matches,
+    # and the core's own match from there, groups and all.
+    lazy_prefix: bool
 
 
 def core(pattern: str) -> Core | None:
@@ -639,9 +647,14 @@ def core(pattern: str) -> Core | None:
     reach = _reach(("cat", items[j:]))
     if reach is None:
         return None
-    start, flags = parser.top[j]
+    start, flags, groups = parser.top[j]
     on = "".join(c for c in _FLAG_CHARS if flags[c])
-    return Core(("(?" + on + ")" if on else "") + pattern[start:], sum(f.max_width for f in prefix), reach)
+    first = items[0]
+    lazy = (
+        j == 1 and groups == 0 and first[0] == "rep" and first[1][0] == "set" and first[2] == 0
+        and pattern[parser.top[0][0] : start].endswith(("}?", "*?"))
+    )
+    return Core(("(?" + on + ")" if on else "") + pattern[start:], sum(f.max_width for f in prefix), reach, lazy)
 
 
 def _requirements(node) -> list[frozenset]:

@@ -19,9 +19,10 @@ Most rules need a literal (`ghp_`, `AKIA`, `-----BEGIN`...): re2util.analyse der
 regex itself, literals one of which every match contains and how far a match reaches around
 it. One RE2 pass over the lower-cased text finds where any such literal occurs, and a rule
 runs only on the windows around its own literal's hits, which give exactly the matches of a
-pass over the whole text (see `RuleSet.scan`). Rules with no usable literal, or whose matches
-can reach far from it (generic-api-key), run over the whole text. `scan_whole` is that
-plain definition, kept for texts the literal search cannot vouch for and for the tests.
+pass over the whole text (see `RuleSet.scan`). Rules whose matches run on without bound after
+the literal (private-key) are searched from each hit to the end; generic-api-key is found
+through its core (the regex without its lazy 50-byte prefix); the few rules with no usable
+literal run over the whole text. `scan_whole` is the plain definition the tests hold it to.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import re2
 
 from assay.errors import UserError
 from assay.policies.entropy import entropy
-from assay.policies.re2util import _UNANCHORED, Lines, FOLDS_OUTSIDE_ASCII, Unsupported, analyse, core, requirements, starts_with_literal
+from assay.policies.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsupported, analyse, core, match_spans, requirements, starts_with_literal
 
 # Literals shorter than this occur often ("s." for vault-service-token) and are followed for
 # fewer hits (see RuleSet._locate); a rule located only by such a literal and whose regex
@@ -114,6 +115,10 @@ class Rule:
     core: object = None
     core_before: int = 0
     core_reach: tuple = (0, None)
+    # When the prefix holds no capture group: the rule without captures (to find matches
+    # from the DFA alone) and the core with them (to read the groups of each match).
+    plain: object = None
+    groups: object = None
 
 
 @dataclass
@@ -190,7 +195,13 @@ def _attach_core(rule: Rule, pattern: str) -> None:
     opts.never_capture = True
     try:
         rule.core = re2.compile(found.pattern.encode(), opts)
+        if found.lazy_prefix and rule.regex._regexp.NumberOfCapturingGroups():
+            # The rule's groups all lie in the core: matches are found capture-free, and
+            # their groups read off the (smaller) core from the match start (see _judge).
+            rule.groups = re2.compile(found.pattern.encode(), _options())
+            rule.plain = re2.compile(rule.regex.pattern, opts)
     except re2.error:
+        rule.core = rule.groups = rule.plain = None
         return
     rule.core_before, rule.core_reach = found.before, found.reach
 
@@ -255,7 +266,14 @@ class RuleSet:
         """
         lowered = data.lower()
         if not data.isascii() and any(f in data for f in FOLDS_OUTSIDE_ASCII):
-            return self.scan_whole(data, lowered)
+            # Lower-casing bytes does not fold these into k and s as RE2's (?i) does, so the
+            # literal search could miss a match: every gated rule runs over the whole text.
+            findings: list[Finding] = []
+            whole = [(0, len(data))]
+            for rule in self.rules:
+                if not rule.keywords or any(kw in lowered for kw in rule.keywords):
+                    self._scan_regions(rule, data, whole, findings)
+            return findings
         findings: list[Finding] = []
         windows, present, crowded = self._locate(data, lowered)
         for i in sorted(windows):
@@ -278,14 +296,30 @@ class RuleSet:
         return findings
 
     def scan_whole(self, data: bytes, lowered: bytes | None = None) -> list[Finding]:
-        """The definition: each rule whose keyword occurs, over the whole text."""
+        """The definition, written plainly: each rule whose keyword occurs, over the whole
+        text, its groups from RE2 and each allowlist asked on its own. For the tests: slow,
+        and quadratic on a long line with many findings (the line is searched per finding)."""
         if lowered is None:
             lowered = data.lower()
         findings: list[Finding] = []
-        whole = [(0, len(data))]
         for rule in self.rules:
-            if not rule.keywords or any(kw in lowered for kw in rule.keywords):
-                self._scan_regions(rule, data, whole, findings)
+            if rule.keywords and not any(kw in lowered for kw in rule.keywords):
+                continue
+            for spans in match_spans(rule.regex, data):
+                s, e = _secret_span(spans)
+                if e <= s:
+                    continue
+                secret = data[s:e]
+                if rule.entropy and entropy(secret) <= rule.entropy:
+                    continue
+                if rule.entropy and rule.id.startswith("generic") and not any(48 <= b <= 57 for b in secret):
+                    continue
+                ms, me = spans[0]
+                nl = data.find(b"\n", e)
+                line = data[data.rfind(b"\n", 0, s) + 1 : len(data) if nl < 0 else nl]
+                if any(allow.allows(secret, data[ms:me], line) for allow in self.global_allow + rule.allowlists):
+                    continue
+                findings.append(Finding(s, e, rule.id))
         return findings
 
     def _locate(self, data: bytes, lowered: bytes):
@@ -384,7 +418,7 @@ class RuleSet:
         self._judge(rule, data, matches, findings)
 
     def _scan_regions(self, rule: Rule, data: bytes, regions, findings: list[Finding]) -> None:
-        search = rule.regex._regexp.Match
+        search = (rule.plain or rule.regex)._regexp.Match
         matches = []
         for lo, hi in regions:
             pos = lo
@@ -395,6 +429,12 @@ class RuleSet:
                     break
                 pos = me if me > ms else me + 1
                 matches.append(spans)
+        if rule.groups is not None:
+            # The rule's match is its lazy prefix up to the first place the core matches,
+            # then the core's own preferred match from there (re2util.Core.lazy_prefix),
+            # so the core searched within the match gives the same groups.
+            read = rule.groups._regexp.Match
+            matches = [[spans[0]] + read(_UNANCHORED, data, spans[0][0], spans[0][1])[1:] for spans in matches]
         self._judge(rule, data, matches, findings)
 
     def _judge(self, rule: Rule, data: bytes, matches: list, findings: list[Finding]) -> None:

@@ -182,3 +182,28 @@ def test_line_index_agrees_with_searching_each_time(text, points, lines):
                 break
             end, pos = nl, nl + 1
         assert index.end(at, lines) == end
+
+
+# -- allowlists: merged into RE2 Sets, asked once per line --------------------------------
+
+_TOKEN = "Zq8Wn4Lk2Jh6Gf1Ds5Ap9Om3Iu7Ye2"
+
+
+@pytest.mark.parametrize(
+    "allowed, plain",
+    [
+        # line: a Docker secret mount (the line allowlist), twice on one line
+        (f"RUN --mount=type=secret,id=x api_key={_TOKEN} token={_TOKEN}x\n", f"RUN --mount id=x api_key={_TOKEN} token={_TOKEN}x\n"),
+        # match: a public key is not a secret
+        (f"public_key = {_TOKEN}\n", f"private_key = {_TOKEN}\n"),
+        # secret: gitleaks' global (?i)^true|false|null$ reads as "holds false"
+        (f"api_key = false{_TOKEN}\n", f"api_key = fa1se{_TOKEN}\n"),
+    ],
+    ids=["line", "match", "secret"],
+)
+def test_each_kind_of_allowlist_still_allows(allowed, plain):
+    generic = lambda text: [f for f in RULES.scan(text.encode()) if f.kind == "generic-api-key"]  # noqa: E731
+    assert generic(plain), "the example must be a finding without its allowlisted part"
+    assert not generic(allowed)
+    _same(allowed.encode())
+    _same(plain.encode())
