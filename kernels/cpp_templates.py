@@ -133,7 +133,6 @@ static void ew(float* out, const float* const* L, const long* D, const float* K)
         run_range<U, NT>(out, L, D, K, s, s + chunk < numel ? s + chunk : numel);
     }}
     if (NT) vfence();
-    free(scratch);
   }}
 }}
 """
