@@ -69,14 +69,19 @@ def luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+_DOUBLED = bytes.maketrans(b"0123456789", bytes([0, 2, 4, 6, 8, 1, 3, 5, 7, 9]))
+_VALUE = bytes.maketrans(b"0123456789", bytes(range(10)))
+
+
 def card_ok(candidate: bytes) -> bool:
-    digits = candidate.replace(b" ", b"").replace(b"-", b"").decode()
-    if not 13 <= len(digits) <= 19 or len(set(digits)) < 2:
+    digits = candidate.translate(None, b" -")
+    if not 13 <= len(digits) <= 19 or digits.count(digits[:1]) == len(digits):
         return False
-    seps = {c for c in candidate if c in b" -"}
-    if len(seps) > 1:
-        return False
-    return luhn_ok(digits)
+    if b" " in candidate and b"-" in candidate:
+        return False  # mixed separators are not a card layout
+    # Luhn from the right: every second digit doubled (digit sums), all in C.
+    backwards = digits[::-1]
+    return (sum(backwards[0::2].translate(_VALUE)) + sum(backwards[1::2].translate(_DOUBLED))) % 10 == 0
 
 
 # ISO 13616 lengths per country; a wrong length is not an IBAN however the checksum falls.

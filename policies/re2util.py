@@ -13,9 +13,11 @@ then runs that rule over the whole text as before.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
 import re2
 
 _UNANCHORED = re2._Anchor.UNANCHORED
@@ -40,56 +42,48 @@ def match_spans(regex, data: bytes, pos: int = 0, endpos: int | None = None) -> 
 
 
 class Lines:
-    """Line ends around positions asked about in non-decreasing order (per method), each byte
-    searched once: many hits on one long line must not each search the whole line again."""
+    """Where the line ends of one text are, found once (numpy, one pass) when first asked,
+    then looked up by bisection: many questions about one long line cost no search each."""
 
-    __slots__ = ("data", "_back", "_back_to", "_ahead", "_ahead_to")
-
-    KEEP = 3  # line ends remembered behind the last position asked about: `start` looks back at most 2
+    __slots__ = ("data", "_ends")
 
     def __init__(self, data: bytes):
         self.data = data
-        self._back: list[int] = []  # the last KEEP line ends before _back_to, in order
-        self._back_to = 0
-        self._ahead: list[int] = []  # every line end from the last `at` to _ahead_to, in order
-        self._ahead_to = 0
+        self._ends: list[int] | None = None
+
+    @classmethod
+    def of(cls, data: bytes) -> "Lines":
+        """The index of `data`, shared with the last caller that asked about the same bytes."""
+        global _LAST_LINES
+        last = _LAST_LINES
+        if last is not None and last.data is data:
+            return last
+        _LAST_LINES = made = cls(data)
+        return made
+
+    def _index(self) -> list[int]:
+        if self._ends is None:
+            self._ends = np.flatnonzero(np.frombuffer(self.data, np.uint8) == 10).tolist()
+        return self._ends
 
     def start(self, at: int, lines: int | None) -> int:
         """The earliest start of a span ending at `at` that holds at most `lines` line ends."""
-        if lines is None or lines >= self.KEEP:
+        if lines is None:
             return 0
-        if at > self._back_to:
-            found = []
-            hi = at
-            while len(found) < self.KEEP:
-                nl = self.data.rfind(b"\n", self._back_to, hi)
-                if nl < 0:
-                    break
-                found.append(nl)
-                hi = nl
-            self._back = (self._back + found[::-1])[-self.KEEP :]
-            self._back_to = at
-        return self._back[-1 - lines] + 1 if lines < len(self._back) else 0
+        ends = self._index()
+        i = bisect_left(ends, at) - 1 - lines
+        return ends[i] + 1 if i >= 0 else 0
 
     def end(self, at: int, lines: int | None) -> int:
         """The latest end of a span starting at `at` that holds at most `lines` line ends."""
-        n = len(self.data)
         if lines is None:
-            return n
-        ahead = self._ahead
-        drop = 0
-        while drop < len(ahead) and ahead[drop] < at:
-            drop += 1
-        if drop:
-            del ahead[:drop]
-        while len(ahead) <= lines and self._ahead_to < n:
-            nl = self.data.find(b"\n", max(self._ahead_to, at))
-            if nl < 0:
-                self._ahead_to = n
-                break
-            ahead.append(nl)
-            self._ahead_to = nl + 1
-        return ahead[lines] if len(ahead) > lines else n
+            return len(self.data)
+        ends = self._index()
+        i = bisect_left(ends, at) + lines
+        return ends[i] if i < len(ends) else len(self.data)
+
+
+_LAST_LINES: Lines | None = None
 
 
 # -- pattern analysis ---------------------------------------------------------------------

@@ -340,7 +340,7 @@ class RuleSet:
             return windows, present, crowded
         search = regex._regexp.Match
         entries_of, prefixes_of = self._entries, self._prefixes
-        lines = Lines(data)
+        lines = Lines.of(data)
         n = len(lowered)
         seen: dict[bytes, int] = {}
         pos = 0
@@ -379,7 +379,7 @@ class RuleSet:
         minus `before` to the reach from the end holds the rule match."""
         search = rule.core._regexp.Match
         before, (fixed, hop) = rule.core_before, rule.core_reach
-        lines = Lines(data)
+        lines = Lines.of(data)
         n = len(data)
         windows = []
         pos = 0
@@ -456,7 +456,7 @@ class RuleSet:
                 verdicts = self._verdicts[rule.id] = _Verdicts(self.global_allow + rule.allowlists)
             if not verdicts.empty:
                 if lines is None:
-                    lines = Lines(data)
+                    lines = Lines.of(data)
                 ms, me = spans[0]
                 if verdicts.allows(secret, data[ms:me], data, lines, s, e):
                     continue

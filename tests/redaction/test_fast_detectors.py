@@ -132,3 +132,16 @@ def test_pii_kind_guard_agrees_with_asking_every_kind(text):
         s, e = spans[0]
         full = next((kind for kind, regex in _pii._ALONE if regex._regexp.Match(_pii._ANCHOR_START, data, s, len(data))[0] == (s, e)), None)
         assert _pii._kind_of(data, s, e) == full
+
+
+def _card_reference(candidate: bytes) -> bool:
+    digits = candidate.replace(b" ", b"").replace(b"-", b"").decode()
+    if not 13 <= len(digits) <= 19 or len(set(digits)) < 2 or len({c for c in candidate if c in b" -"}) > 1:
+        return False
+    return _pii.luhn_ok(digits)
+
+
+@_SETTINGS
+@given(candidate=st.text(alphabet="0123456789 -", min_size=10, max_size=24).map(str.encode))
+def test_card_check_in_c_agrees_with_luhn_digit_by_digit(candidate):
+    assert _pii.card_ok(candidate) == _card_reference(candidate)
