@@ -535,7 +535,7 @@ class Perturb:
         self.view[idx] = saved
 
 
-def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int):
+def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int, opwatch=None):
     idx = perturb.indices(seed, n) if perturb is not None else None
     keep = None
     for i in range(n):
@@ -547,9 +547,13 @@ def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int
         if i == audit:
             # Copied the moment it returns: work deferred to a thread or to the next (untimed)
             # flush would finish later, and this copy would show the output unfinished.
+            if opwatch is not None:
+                opwatch.disarm()  # the copy is the harness's own op, not the candidate's
             outs = outputs_of(out)
-            keep = [o.detach().clone() for o in outs] if outs is not None and all(
+            keep = Copied([o.detach().clone() for o in outs]) if outs is not None and all(
                 o.device.type == "cpu" for o in outs) else out
+            if opwatch is not None:
+                opwatch.arm()
     return keep
 
 
@@ -629,7 +633,7 @@ def serve(chan, subjects, args, perturb, flush, opwatch=None, integrity=None) ->
             use = perturb if cmd["subject"] != "copy" else None
             if opwatch is not None:
                 opwatch.arm()
-            out = timed_round(fn, args, use, int(cmd["n"]), int(cmd["seed"]), int(cmd["audit"]))
+            out = timed_round(fn, args, use, int(cmd["n"]), int(cmd["seed"]), int(cmd["audit"]), opwatch)
             if opwatch is not None:
                 opwatch.disarm()
             if int(cmd["audit"]) >= 0:
@@ -661,8 +665,12 @@ def serve(chan, subjects, args, perturb, flush, opwatch=None, integrity=None) ->
             _exit(5)
 
 
+class Copied(list):
+    """Plain tensors the worker copied itself (so no check of their type is needed again)."""
+
+
 def _save_audit(path: str, out) -> str:
-    outs = out if isinstance(out, list) and out and all(type(o).__name__ == "Tensor" for o in out) else outputs_of(out)
+    outs = list(out) if type(out) is Copied else outputs_of(out)
     if outs is None:
         return "not a plain tensor" if out is not None else "no output kept"
     if any(o.device.type != "cpu" for o in outs):
