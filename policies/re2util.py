@@ -617,8 +617,9 @@ class Core:
     reach: tuple
     # The prefix is one lazy repeat of a character class (generic-api-key's [\\w.-]{0,50}?)
     # holding no group: a match is then the prefix up to the first place the core matches,
-    # and the core's own match from there, groups and all.
+    # and the core's own match from there, groups and all. The class's bytes (ASCII) then.
     lazy_prefix: bool
+    prefix_bytes: bytes = b""
 
 
 def core(pattern: str) -> Core | None:
@@ -648,7 +649,11 @@ def core(pattern: str) -> Core | None:
         j == 1 and groups == 0 and first[0] == "rep" and first[1][0] == "set" and first[2] == 0
         and pattern[parser.top[0][0] : start].endswith(("}?", "*?"))
     )
-    return Core(("(?" + on + ")" if on else "") + pattern[start:], sum(f.max_width for f in prefix), reach, lazy)
+    chars = b""
+    if lazy and not first[1][2]:
+        chars = bytes(i for i in range(128) if first[1][1] >> i & 1)
+    lazy = lazy and bool(chars)
+    return Core(("(?" + on + ")" if on else "") + pattern[start:], sum(f.max_width for f in prefix), reach, lazy, chars)
 
 
 def _requirements(node) -> list[frozenset]:

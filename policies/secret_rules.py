@@ -115,10 +115,10 @@ class Rule:
     core: object = None
     core_before: int = 0
     core_reach: tuple = (0, None)
-    # When the prefix holds no capture group: the rule without captures (to find matches
-    # from the DFA alone) and the core with them (to read the groups of each match).
-    plain: object = None
+    # When the prefix is one lazy class repeat with no group: the core with its groups,
+    # and the class's bytes (RuleSet._core_matches).
     groups: object = None
+    prefix_bytes: bytes = b""
 
 
 @dataclass
@@ -195,13 +195,12 @@ def _attach_core(rule: Rule, pattern: str) -> None:
     opts.never_capture = True
     try:
         rule.core = re2.compile(found.pattern.encode(), opts)
-        if found.lazy_prefix and rule.regex._regexp.NumberOfCapturingGroups():
-            # The rule's groups all lie in the core: matches are found capture-free, and
-            # their groups read off the (smaller) core from the match start (see _judge).
+        if found.lazy_prefix:
+            # The rule's matches follow from the core's (see RuleSet._core_matches).
             rule.groups = re2.compile(found.pattern.encode(), _options())
-            rule.plain = re2.compile(rule.regex.pattern, opts)
+            rule.prefix_bytes = found.prefix_bytes
     except re2.error:
-        rule.core = rule.groups = rule.plain = None
+        rule.core = rule.groups = None
         return
     rule.core_before, rule.core_reach = found.before, found.reach
 
@@ -289,6 +288,9 @@ class RuleSet:
             if not rule.gate_implied and not any(kw in present for kw in rule.keywords):
                 continue
             if not all(any(lit in present for lit in req) for req in rule.needs):
+                continue
+            if rule.groups is not None:
+                self._core_matches(rule, findings, data)
                 continue
             regions = self._core_regions(rule, data) if rule.core is not None else whole
             if regions:
@@ -418,7 +420,7 @@ class RuleSet:
         self._judge(rule, data, matches, findings)
 
     def _scan_regions(self, rule: Rule, data: bytes, regions, findings: list[Finding]) -> None:
-        search = (rule.plain or rule.regex)._regexp.Match
+        search = rule.regex._regexp.Match
         matches = []
         for lo, hi in regions:
             pos = lo
@@ -429,12 +431,31 @@ class RuleSet:
                     break
                 pos = me if me > ms else me + 1
                 matches.append(spans)
-        if rule.groups is not None:
-            # The rule's match is its lazy prefix up to the first place the core matches,
-            # then the core's own preferred match from there (re2util.Core.lazy_prefix),
-            # so the core searched within the match gives the same groups.
-            read = rule.groups._regexp.Match
-            matches = [[spans[0]] + read(_UNANCHORED, data, spans[0][0], spans[0][1])[1:] for spans in matches]
+        self._judge(rule, data, matches, findings)
+
+    def _core_matches(self, rule: Rule, findings: list[Finding], data: bytes) -> None:
+        """A rule that is a lazy class repeat (at most `before` bytes) then its core, without
+        running the rule. From a position, the rule's leftmost match takes the leftmost place
+        c where the core matches: no place before c can start one (its prefix would have to
+        reach a core match, and there is none before c), and the earliest start that reaches
+        c is the furthest back, at most `before` bytes and not past the position, that the
+        bytes before c stay in the class. The lazy prefix stops at the first core match, so
+        the rest of the match is the core's own match at c, groups and all, and the next
+        search starts where it ends, as the core's own next search does."""
+        search = rule.groups._regexp.Match
+        before, chars = rule.core_before, rule.prefix_bytes
+        n = len(data)
+        matches = []
+        pos = 0
+        while pos <= n:
+            spans = search(_UNANCHORED, data, pos, n)
+            c, e = spans[0]
+            if c < 0:
+                break
+            lo = max(pos, c - before)
+            start = lo + len(data[lo:c].rstrip(chars))
+            matches.append([(start, e)] + spans[1:])
+            pos = e if e > start else e + 1
         self._judge(rule, data, matches, findings)
 
     def _judge(self, rule: Rule, data: bytes, matches: list, findings: list[Finding]) -> None:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from assay.policies import re2util
 from assay.policies.redaction import default_rules
+from assay.policies.secret_rules import load_rules
 
 RULES = default_rules()
 _SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -207,3 +208,59 @@ def test_each_kind_of_allowlist_still_allows(allowed, plain):
     assert not generic(allowed)
     _same(allowed.encode())
     _same(plain.encode())
+
+
+# -- rules found through their core ------------------------------------------------------
+# Matches may cross three line ends after the keyword (\\s{0,3}), too many for windows
+# around the literal, so these go through the core, as generic-api-key does. A match that
+# starts with "b" is allowed, so where a match starts shows in the findings.
+
+_CORE_RULES = """
+[[rules]]
+id = "lazy-prefix"
+regex = '''(?i)[\\w.-]{0,12}?(?:token|key)[ \\t]{0,3}=\\s{0,3}([a-z0-9]{8,}|[a-z]{3}\\d+)(?:;|$)'''
+keywords = ["token", "key"]
+[[rules.allowlists]]
+regexTarget = "match"
+regexes = ['''^b''']
+
+[[rules]]
+id = "greedy-prefix"
+regex = '''[\\w.-]{0,12}(?:secret|pass)[ \\t]{0,3}:\\s{0,3}([a-z0-9]{8,})\\b'''
+keywords = ["secret", "pass"]
+[[rules.allowlists]]
+regexTarget = "match"
+regexes = ['''^b''']
+"""
+_CORE_SET = load_rules(_CORE_RULES)
+_core_piece = st.one_of(
+    st.sampled_from(["token", "key", "TOKEN", "secret", "pass", "=", " = ", ":", ": ", ";", "\n", " ", "_", ".", "-", "x"]),
+    st.text(alphabet="abcz0129_.-", min_size=1, max_size=14),
+    st.text(alphabet="abz09_.-", min_size=10, max_size=30),  # prefixes longer than the rules allow
+)
+
+
+def test_both_core_paths_are_taken():
+    lazy, greedy = _CORE_SET.rules
+    assert lazy.core is not None and lazy.groups is not None  # matches read off the core
+    assert greedy.core is not None and greedy.groups is None  # core windows, rule verified
+
+
+@_SETTINGS
+@given(text=st.lists(_core_piece, max_size=40).map("".join))
+def test_rules_found_through_their_core_match_as_the_rule_does(text):
+    data = text.encode()
+    assert _findings(_CORE_SET.scan(data)) == _findings(_CORE_SET.scan_whole(data))
+
+
+@pytest.mark.parametrize("run", range(0, 20))
+def test_core_rules_where_the_class_run_before_the_keyword_is_long(run):
+    for text in (f"b{'a' * run}token = abc12345;\n", f"x b{'a.' * run}secret: abcd1234efgh\n", f"b{'a' * run}pass:\n\nabcdefgh12\n"):
+        data = text.encode()
+        assert _findings(_CORE_SET.scan(data)) == _findings(_CORE_SET.scan_whole(data))
+
+
+@pytest.mark.parametrize("run", [0, 30, 49, 50, 51, 52, 80])
+def test_generic_api_key_where_the_class_run_before_the_keyword_is_long(run):
+    for text in (f"{'x' * run}api_key = Zq8Wn4Lk2Jh6Gf1Ds5Ap9Om3Iu7Ye2\n", f"{'a.' * run}_secret=\n  '{_TOKEN}'\n"):
+        _same(text.encode())
