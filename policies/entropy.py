@@ -57,6 +57,7 @@ _CANDIDATE = re2.compile(
 _REST_OF_RUN = re2.compile(_C + b"*", _latin1())
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
 _IN_RUN = [b in _ALPHABET for b in range(256)]
+_RUN_OR_PAD = _ALPHABET + b"="
 _DIGITS = b"0123456789"
 _LOWER = b"abcdefghijklmnopqrstuvwxyz"
 _UPPER = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -170,6 +171,12 @@ def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None)
         if starts:
             i = bisect_right(starts, s) - 1
             if i >= 0 and end <= covered[i][1]:
+                # Inside a covered span: so are the runs after it, up to the run (or '='
+                # padding) the span ends in, which may reach past it. Go on from the byte
+                # before that last run: the search needs it as the run's delimiter.
+                b = covered[i][1]
+                if b > e:
+                    pos = e + len(data[e:b].rstrip(_RUN_OR_PAD)) - 1
                 continue
         kind = is_high_entropy(data[s:e], data[max(0, s - 24) : s])
         if kind:
