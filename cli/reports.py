@@ -6,6 +6,7 @@ Every report is built from the signed verdict in the ledger, never from what the
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -37,30 +38,77 @@ def summary(run: dict[str, Any], verdict: dict[str, Any] | None) -> dict[str, An
         "signature": (verdict or {}).get("signature"),
         "row_hash": (verdict or {}).get("row_hash"),
         "budget_used": run.get("budget_used", {}),
+        # Why the run ended without a pass, in the runtime's words (a spent budget, the agent's
+        # last message); the verdict's reasons above are the verifier's.
+        "error": run.get("error"),
+        "verified_at": p.get("verified_at"),
     }
 
 
 def write_json(path: Path, reports: list[dict[str, Any]]) -> None:
     doc = {"assay_version": __version__, "passed": all(r["passed"] for r in reports) and bool(reports), "runs": reports}
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
 
 
 def write_junit(path: Path, reports: list[dict[str, Any]]) -> None:
-    suites = ET.Element("testsuites", name="assay", tests=str(sum(max(1, len(r["checks"])) for r in reports)))
-    for r in reports:
+    """JUnit XML as the Ant JUnit schema has it (the strictest one CI tools read): every suite
+    with package, id, timestamp, hostname and time, properties first, system-out/err last."""
+    import socket
+
+    host = _xml_text(socket.gethostname()) or "localhost"
+    suites = ET.Element("testsuites")
+    for i, r in enumerate(reports):
         checks = r["checks"] or [{"name": "verdict", "passed": r["passed"], "detail": "; ".join(r["reasons"])}]
         failures = sum(1 for c in checks if not c.get("passed"))
-        suite = ET.SubElement(suites, "testsuite", name=f"{r['kind']}:{r['job']}", tests=str(len(checks)),
-                              failures=str(failures), errors="0", skipped="0")
+        seconds = (r.get("budget_used") or {}).get("seconds") or 0
+        suite = ET.SubElement(suites, "testsuite", package=f"assay.{_xml_text(r['kind'])}", id=str(i),
+                              name=_xml_text(f"{r['kind']}:{r['job']}"), timestamp=_junit_time(r.get("verified_at")),
+                              hostname=host, tests=str(len(checks)), failures=str(failures), errors="0",
+                              time=f"{float(seconds):.3f}")
         props = ET.SubElement(suite, "properties")
-        for k in ("run_id", "brain", "criteria_hash", "submission_hash", "verdict_id"):
-            ET.SubElement(props, "property", name=k, value=str(r.get(k)))
+        for k in ("run_id", "brain", "status", "criteria_hash", "submission_hash", "verdict_id", "signature", "error"):
+            ET.SubElement(props, "property", name=k, value=_xml_text(str(r.get(k))))
         for c in checks:
-            case = ET.SubElement(suite, "testcase", classname=f"assay.{r['kind']}", name=str(c.get("name")))
+            case = ET.SubElement(suite, "testcase", classname=_xml_text(f"assay.{r['kind']}"), name=_xml_text(str(c.get("name"))),
+                                 time="0")
             if not c.get("passed"):
-                f = ET.SubElement(case, "failure", message=str(c.get("detail", ""))[:1000], type=str(c.get("name")))
-                f.text = str(c.get("detail", ""))
+                detail = _xml_text(str(c.get("detail", "")))
+                f = ET.SubElement(case, "failure", message=detail[:1000], type=_xml_text(str(c.get("name"))))
+                f.text = detail
+        ET.SubElement(suite, "system-out").text = _xml_text("\n".join(r["reasons"]))
+        ET.SubElement(suite, "system-err").text = _xml_text(r.get("error") or "")
     ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+
+
+# XML 1.0 allows tab, newline, carriage return and these ranges; a verdict's text (a candidate's
+# output, echoed in a check's detail) may hold anything else, which would make the file unreadable.
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{{{ord(m.group()):x}}}", text)
+
+
+def _junit_time(verified_at: str | None) -> str:
+    """YYYY-MM-DDTHH:MM:SS in UTC, without a zone, as the schema wants it."""
+    from datetime import datetime, timezone
+
+    try:
+        when = datetime.fromisoformat(str(verified_at).replace("Z", "+00:00"))
+        when = when.astimezone(timezone.utc) if when.tzinfo else when
+    except ValueError:
+        when = datetime.now(timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _uri(job: Any) -> str:
+    """A job path as a URI (SARIF's artifactLocation.uri): percent-encoded, file: when absolute."""
+    from urllib.parse import quote
+
+    text = str(job or "job")
+    if text.startswith("/"):
+        return "file://" + quote(text.encode("utf-8", "surrogatepass"), safe="/")
+    return quote(text.encode("utf-8", "surrogatepass"), safe="/") or "job"
 
 
 def write_sarif(path: Path, reports: list[dict[str, Any]]) -> None:
@@ -77,7 +125,7 @@ def write_sarif(path: Path, reports: list[dict[str, Any]]) -> None:
                 "level": "error",
                 "message": {"text": str(c.get("detail") or name)},
                 "properties": {"run_id": r["run_id"], "verdict_id": r.get("verdict_id")},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": str(r.get("job") or "job")}}}],
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(r.get("job"))}}}],
             })
     doc = {
         "$schema": SARIF_SCHEMA,
@@ -87,7 +135,7 @@ def write_sarif(path: Path, reports: list[dict[str, Any]]) -> None:
             "results": results,
         }],
     }
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
 def print_summary(console: Console, r: dict[str, Any]) -> None:

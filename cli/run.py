@@ -110,6 +110,7 @@ def resume(
     from assay.agents.runner import resume_run
     from assay.ledger import Ledger
 
+    _check_outputs(json_path, junit, sarif)
     with Ledger.open(create=False) as ledger:
         run = ledger.get_run(run_id)
         steps = int((run.budget or {}).get("steps", 40)) if run else 40
