@@ -26,13 +26,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import re2
 
 from assay.errors import UserError
 from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
 from assay.policies.known_secrets import MIN_LENGTH, KnownSecrets
-from assay.policies.re2util import Lines, match_spans
+from assay.policies.re2util import match_spans
 from assay.policies.secret_rules import RuleSet, load_rules
 from assay.policies.vault import PLACEHOLDER_RE, Vault
 
@@ -81,20 +82,21 @@ _SEPARATOR = b"\x00\n"
 
 def _windows(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Merged regions around each placed placeholder: its line and the lines either side
-    (a rule may reach across a line end, as in `key =\\n  value`). Placeholders come in
-    order, so each byte is searched for line ends once, however long the line."""
-    out: list[tuple[int, int]] = []
-    lines = Lines.of(data)
-    n = len(data)
-    for s, e in placed:
-        lo = lines.start(s, 1)
-        hi = lines.end(e, 1)
-        hi = n if hi >= n else hi + 1
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
+    (a rule may reach across a line end, as in `key =\\n  value`). One pass finds the line
+    ends and one bisection per placeholder edge places the regions, however long the lines."""
+    if not placed:
+        return []
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+    edges = np.asarray(placed, dtype=np.int64)
+    before = np.searchsorted(ends, edges[:, 0]) - 2  # the line end before the previous line
+    lo = np.where(before >= 0, ends[np.maximum(before, 0)] + 1 if len(ends) else 0, 0)
+    after = np.searchsorted(ends, edges[:, 1]) + 1  # the line end after the next line
+    hi = np.where(after < len(ends), ends[np.minimum(after, len(ends) - 1)] + 1 if len(ends) else 0, len(data))
+    # Placeholders come in order, so both edges rise: a region starts where one begins
+    # after the previous one ends.
+    first = np.flatnonzero(np.concatenate(([True], lo[1:] > hi[:-1])))
+    last = np.concatenate((first[1:] - 1, [len(lo) - 1]))
+    return list(zip(lo[first].tolist(), hi[last].tolist()))
 
 
 def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -145,3 +145,29 @@ def _card_reference(candidate: bytes) -> bool:
 @given(candidate=st.text(alphabet="0123456789 -", min_size=10, max_size=24).map(str.encode))
 def test_card_check_in_c_agrees_with_luhn_digit_by_digit(candidate):
     assert _pii.card_ok(candidate) == _card_reference(candidate)
+
+
+def _windows_reference(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Each placeholder's line and the lines either side, merged, searched one by one."""
+    out: list[tuple[int, int]] = []
+    for s, e in placed:
+        lo = data.rfind(b"\n", 0, max(0, data.rfind(b"\n", 0, s))) + 1
+        nl = data.find(b"\n", e)
+        nl = -1 if nl == -1 else data.find(b"\n", nl + 1)
+        hi = len(data) if nl == -1 else nl + 1
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+@_SETTINGS
+@given(text=st.text(alphabet="ab\n", max_size=80), cuts=st.lists(st.integers(0, 80), max_size=10, unique=True))
+def test_rescan_windows_agree_with_searching_each_placeholder(text, cuts):
+    from assay.policies import redaction
+
+    data = text.encode()
+    cuts = sorted(c for c in cuts if c <= len(data))
+    placed = [(cuts[i], cuts[i + 1]) for i in range(0, len(cuts) - 1, 2)]
+    assert redaction._windows(data, placed) == _windows_reference(data, placed)
