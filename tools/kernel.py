@@ -38,6 +38,21 @@ def _timeout(ctx: ToolContext, default: float) -> float:
     return min(default, float(ctx.grants.get("max_timeout_s", default)))
 
 
+# Tracing a task costs a torch import and an export in the sandbox; the MCP server lives for
+# the run, so each distinct task text is inspected once. Keyed by content, not by path: the
+# agent may not rewrite task.py (its manifest forbids it), but a changed file is a new key.
+_inspected: dict[tuple[str, str], object] = {}
+
+
+def _inspect(ctx: ToolContext, path):
+    import hashlib
+
+    key = (str(ctx.workspace), hashlib.sha256(path.read_bytes()).hexdigest())
+    if key not in _inspected:
+        _inspected[key] = runner.inspect_task(ctx.sandbox(), path, timeout=_timeout(ctx, 180), progress=_progress(ctx))
+    return _inspected[key]
+
+
 class NoArgs(_Args):
     pass
 
@@ -52,7 +67,7 @@ class TaskView(BaseModel):
 def read_task(ctx: ToolContext, args: NoArgs) -> TaskView:
     """Read the task (task.py) and its traced graph: op sequence, input shapes and dtypes."""
     path = _path(ctx, TASK)
-    info = runner.inspect_task(ctx.sandbox(), path, timeout=_timeout(ctx, 180), progress=_progress(ctx))
+    info = _inspect(ctx, path)
     return TaskView(path=TASK, source=path.read_text(errors="replace"), info=info.raw)
 
 
@@ -160,7 +175,7 @@ def autotune(ctx: ToolContext, args: TuneArgs) -> TuneReport:
     from assay.kernels.playbook import NoTemplate, plan
 
     sb, task = ctx.sandbox(), _path(ctx, TASK)
-    info = runner.inspect_task(sb, task, timeout=_timeout(ctx, 180), progress=_progress(ctx))
+    info = _inspect(ctx, task)
     plans = plan(info, args.backend)
     if isinstance(plans, NoTemplate):
         return TuneReport(ok=False, template=None, best=None, best_seconds=None, tried=0, warm_start=False, seeded=[],
