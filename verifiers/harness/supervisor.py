@@ -386,9 +386,13 @@ class Supervisor:
         w = self.spawn("candidate", self.plan["candidate"], trusted=False)
         self.expect(w, "loaded", time.monotonic() + lim["import_timeout_s"], "importing the candidate")
         settle = self.plan["settle_s"]
+        # The runs the worker was given, in order: events must follow them exactly.
+        planned = [r["id"] for r in self.plan["candidate"]["plan"]["runs"]]
         while True:
             self.phase = "construct or load inputs"
             ev = self.next_event(w, time.monotonic() + lim["import_timeout_s"], "preparing the next run")
+            if ev["ev"] == "finished" and planned:
+                raise Stop("protocol", f"'finished' arrived with runs {planned} still to go")
             if ev["ev"] == "finished":
                 result["report"] = ev.get("report")
                 self.phase = "exit"
@@ -402,6 +406,9 @@ class Supervisor:
             if ev["ev"] != "calling":
                 raise Stop("protocol", f"candidate sent {ev['ev']!r} between runs")
             run = ev.get("run")
+            if not planned or run != planned[0]:
+                raise Stop("protocol", f"'calling' for run {run!r}, expected {planned[:1]}")
+            planned.pop(0)
             self.phase = f"forward (run {run})"
             started = time.monotonic()
             ev = self.expect(w, "returned", started + lim["forward_timeout_s"], f"forward of run {run}")
