@@ -188,9 +188,11 @@ class Redactor:
         knows = self._vault.knows
         return [spans[0] for spans in match_spans(PLACEHOLDER_RE, data) if knows(data[spans[0][0] : spans[0][1]])]
 
-    def _find(self, data: bytes) -> list[tuple[int, int, str, str]]:
-        """Merged findings as (start, end, category, kind) byte spans, in order."""
-        protected = self._protected(data)
+    def _find(self, data: bytes, protected: list[tuple[int, int]] | None = None) -> list[tuple[int, int, str, str]]:
+        """Merged findings as (start, end, category, kind) byte spans, in order. `protected`:
+        this run's placeholders in `data`, when the caller knows them all."""
+        if protected is None:
+            protected = self._protected(data)
         scan = data
         if protected:
             masked = bytearray(data)
@@ -248,20 +250,31 @@ class Redactor:
             data, placed = self._replace(data, spans)
             # A new placeholder changes only its neighbourhood, so later passes rescan the
             # lines around each one instead of the whole text.
-            spans = self._find_in(data, _windows(data, placed))
+            spans = self._find_in(data, _windows(data, placed), placed)
         return data
 
-    def _find_in(self, data: bytes, windows: list[tuple[int, int]]) -> list[tuple[int, int, str, str]]:
+    def _find_in(self, data: bytes, windows: list[tuple[int, int]], placed: list[tuple[int, int]] = ()) -> list[tuple[int, int, str, str]]:
         """Findings inside `windows` only, from one scan of the windows joined by a NUL line
-        (no token, key or address spans a NUL), mapped back to offsets in `data`."""
+        (no token, key or address spans a NUL), mapped back to offsets in `data`. `placed`:
+        the placeholders just written (in order, each inside a window)."""
         joined = _SEPARATOR.join(data[lo:hi] for lo, hi in windows)
         starts = []
         at = 0
         for lo, hi in windows:
             starts.append(at)
             at += hi - lo + len(_SEPARATOR)
+        protected = None
+        if placed and joined.count(b"[[") == len(placed):
+            # Each placeholder starts with its own "[[" and is counted at least once, so no
+            # other placeholder is in the windows: the ones just written are all there is.
+            protected, i = [], 0
+            for s, e in placed:
+                while windows[i][1] <= s:
+                    i += 1
+                shift = starts[i] - windows[i][0]
+                protected.append((s + shift, e + shift))
         out = []
-        for s, e, cat, kind in self._find(joined):
+        for s, e, cat, kind in self._find(joined, protected):
             i = bisect_right(starts, s) - 1
             lo, hi = windows[i]
             offset = lo - starts[i]
