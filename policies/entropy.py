@@ -14,6 +14,7 @@ from bisect import bisect_left, bisect_right
 from collections import _count_elements
 from dataclasses import dataclass
 
+import numpy as np
 import re2
 
 from assay.policies.re2util import _UNANCHORED
@@ -109,6 +110,32 @@ def entropy(data: bytes) -> float:
     if n > 4096:
         return -sum(c / n * math.log2(c / n) for c in counts.values())
     return math.log2(n) - sum(map(_CLOG2C.__getitem__, counts.values())) / n
+
+
+def entropies(items: list[bytes]) -> list[float]:
+    """`entropy` of each item, in one numpy pass over all of them (for many short items).
+    Sums may round differently from `entropy`'s; `above` settles near ties with it."""
+    if not items:
+        return []
+    lengths = np.fromiter(map(len, items), np.int64, len(items))
+    joined = np.frombuffer(b"".join(items), np.uint8).astype(np.int64)
+    owner = np.repeat(np.arange(len(items), dtype=np.int64), lengths)
+    counts = np.bincount(owner * 256 + joined, minlength=len(items) * 256).reshape(len(items), 256).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weighted = np.where(counts > 0, counts * np.log2(np.where(counts > 0, counts, 1.0)), 0.0).sum(axis=1)
+        values = np.where(lengths > 0, np.log2(np.maximum(lengths, 1)) - weighted / np.maximum(lengths, 1), 0.0)
+    return values.tolist()
+
+
+def above(items: list[bytes], threshold: float) -> list[bool]:
+    """Whether each item's entropy exceeds `threshold`, exactly as `entropy(item) >
+    threshold` says: the batch value decides unless it is within 1e-9 of the threshold."""
+    out = []
+    for item, value in zip(items, entropies(items)):
+        if abs(value - threshold) < 1e-9:
+            value = entropy(item)
+        out.append(value > threshold)
+    return out
 
 
 def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:

@@ -154,6 +154,8 @@ def _kind_of(data: bytes, s: int, e: int) -> str | None:
     """Which alternative produced the match [s, e): the first that matches exactly there
     (alone, with the same surrounding bytes, so word boundaries behave the same)."""
     span = data[s:e]
+    if span.isdigit():
+        return "credit-card"  # the one kind whose match can be digits alone
     for kind, regex in _ALONE:
         if not _POSSIBLE[kind](span):
             continue

@@ -34,7 +34,7 @@ from importlib import resources
 import re2
 
 from assay.errors import UserError
-from assay.policies.entropy import entropy
+from assay.policies.entropy import above, entropy
 from assay.policies.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsupported, analyse, core, match_spans, requirements, starts_with_literal
 
 # Literals shorter than this occur often ("s." for vault-service-token) and are followed for
@@ -42,6 +42,8 @@ from assay.policies.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsu
 # opens with a literal (twilio's SK...) runs over the whole text, where RE2 skips ahead by memchr.
 MIN_LITERAL = 3
 CROWDED = 64
+# A rule with this many matches in one text has their entropies taken in one numpy pass.
+BATCH_ENTROPY = 32
 # A located rule's window may run this many lines past its literal when its byte extent is
 # unbounded; a rule whose matches reach further (generic-api-key: nine) runs over the whole text.
 MAX_WINDOW_LINES = 2
@@ -462,13 +464,18 @@ class RuleSet:
         """gitleaks' checks on each match, in order: secret group, entropy, allowlists."""
         lines = None
         verdicts = self._verdicts.get(rule.id)
+        high = None
+        if rule.entropy and len(matches) >= BATCH_ENTROPY:
+            # generic-api-key has hundreds of matches on a dense text: one numpy pass.
+            spans_of = [_secret_span(spans) for spans in matches]
+            high = iter(above([data[s:e] for s, e in spans_of if e > s], rule.entropy))
         for spans in matches:
             s, e = _secret_span(spans)
             if e <= s:
                 continue
             secret = data[s:e]
             if rule.entropy:
-                if entropy(secret) <= rule.entropy:
+                if not (next(high) if high is not None else entropy(secret) > rule.entropy):
                     continue
                 # gitleaks: generic rules need a digit, a stand-in for a lookahead Go's RE2 lacks.
                 if rule.id.startswith("generic") and len(secret.translate(None, _DIGITS)) == len(secret):

@@ -194,3 +194,12 @@ def test_rescan_knowing_its_placeholders_finds_what_searching_for_them_finds(fir
     out, placed = redactor._replace(data, spans)
     windows = redaction._windows(out, placed)
     assert redactor._find_in(out, windows, placed) == redactor._find_in(out, windows)
+
+
+@_SETTINGS
+@given(items=st.lists(st.binary(min_size=1, max_size=160), min_size=1, max_size=40), threshold=st.floats(0, 8))
+def test_batched_entropy_decides_as_the_scalar_one(items, threshold):
+    assert _entropy.above(items, threshold) == [_entropy.entropy(i) > threshold for i in items]
+    # ties: each item's own entropy as the threshold is never "above"
+    for item in items:
+        assert _entropy.above([item], _entropy.entropy(item)) == [False]
