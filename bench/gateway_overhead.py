@@ -31,8 +31,7 @@ def overhead_figures(sizes=(1024, 10 * 1024, 100 * 1024), calls: int = 200, prog
     from assay.tools.seam import ToolCall
     from assay.tools.session import Session, SessionConfig
 
-    ws = home / "ws"
-    ws.mkdir()
+    ws = Path(tempfile.mkdtemp(prefix="assay-bench-ws-"))  # never inside ASSAY_HOME: the session refuses that
     # Text shaped like tool output (code and logs), no secrets: the common case.
     line = b"for i in range(n): total += values[i] * weights[i]  # accumulate 2026-12-03 INFO step ok\n"
     for n in sizes:
