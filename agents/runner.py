@@ -133,7 +133,7 @@ async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: boo
     deps = RunDeps(run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=module.prompt(job), verify=verify, on_event=events)
     graph_def = build_graph()
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
-    async with checkpointer(ledger) as saver, agent:
+    async with checkpointer(ledger) as saver, _server_started(agent, run_id, ledger, fresh=first is not None):
         graph = graph_def.compile(checkpointer=saver)
         payload = first
         while True:
@@ -152,6 +152,25 @@ async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: boo
             payload = Command(resume=decision)
     run = ledger.get_run(run_id)
     return RunOutcome(run_id, run.status if run else "error", verdict=result.get("verdict"))
+
+
+@asynccontextmanager
+async def _server_started(agent: Any, run_id: str, ledger: Ledger, *, fresh: bool):
+    """The agent with its MCP server running. A server that will not start (an unsigned or
+    unknown manifest, a broken sandbox backend) is a UserError, not a traceback; it has printed
+    its own reason on stderr. A new run that never got a server is marked error; a resumed one
+    keeps its status, so it can be resumed once the cause is fixed."""
+    try:
+        await agent.__aenter__()
+    except Exception as exc:
+        problem = f"the MCP server for run {run_id} did not start ({type(exc).__name__}: {exc})"
+        if fresh:
+            ledger.set_run_status(run_id, RunStatus.error, error=problem[:500])
+        raise UserError(problem, "see the server's own error above (a manifest to sign, a sandbox to install)") from None
+    try:
+        yield agent
+    finally:
+        await agent.__aexit__(None, None, None)
 
 
 def start_run(job: Job, *, wait: bool = True, on_event: Event | None = None, ledger: Ledger | None = None,

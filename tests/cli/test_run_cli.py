@@ -92,3 +92,22 @@ def test_usage_errors(job_dir, tmp_path):
     # Typer's own usage errors are exit 2 as well.
     assert assay("run", timeout=60).returncode == 2
     assert assay("run", str(job), "--no-such-flag", timeout=60).returncode == 2
+
+
+@pytest.mark.parametrize("manifest", ["no-such-manifest", "unsigned"])
+def test_a_manifest_the_server_refuses_is_a_clear_error(job_dir, tmp_path, manifest):
+    from agent_helpers import latest_run_id, run_row
+
+    from assay.policies.manifest import shipped_manifest_path
+
+    if manifest == "unsigned":
+        copy = tmp_path / "mine.toml"
+        copy.write_text(shipped_manifest_path("kernel-agent").read_text() + "\n# edited, never signed\n")
+        manifest = str(copy)
+    job = write_job(job_dir, manifest=manifest)
+    out = assay("run", str(job), timeout=180)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr and "did not start" in out.stderr
+    assert ("not signed" if manifest.endswith(".toml") else "no-such-manifest") in out.stderr
+    run = run_row(latest_run_id())
+    assert run.status == "error" and "did not start" in run.error
