@@ -272,9 +272,26 @@ class Ledger:
         because the gateway asks it before every call that carries a client key."""
         q = sa.select(ToolCall.fingerprint, ToolCall.decision, ToolCall.outcome).where(
             ToolCall.run_id == run_id, ToolCall.key == key)
-        with self.session() as s:
-            row = s.execute(q).first()
+        row = self._core(self._engines.read, q, first=True)
         return None if row is None else (row[0], row[1], row[2] or {})
+
+    def _event_insert(self, model: type[SQLModel]) -> Any:
+        """The insert-if-absent statement for an event table, built once: building and
+        cache-keying a statement per call cost more than the write itself."""
+        cache = self.__dict__.setdefault("_inserts", {})
+        if model not in cache:
+            cache[model] = self._insert(model).on_conflict_do_nothing(index_elements=["run_id", "key"])
+        return cache[model]
+
+    def _core(self, engine: sa.Engine, statement: Any, params: dict[str, Any] | None = None, *, first: bool = False) -> Any:
+        """One statement in its own transaction, without an ORM session: the gateway's hot
+        path pays for the write, not for the object machinery around it."""
+        try:
+            with engine.begin() as conn:
+                result = conn.execute(statement, params) if params is not None else conn.execute(statement)
+                return result.first() if first else None
+        except sa.exc.OperationalError as exc:
+            raise database_error(self._engines, exc) from None
 
     # --- approvals and submissions ------------------------------------------------------------
 
@@ -385,9 +402,7 @@ class Ledger:
         try:
             if fetch:
                 return self.insert_once(event, unique=("run_id", "key"))
-            ins = self._insert(type(event)).values(**_values(event)).on_conflict_do_nothing(index_elements=["run_id", "key"])
-            with self.session(write=True) as s:
-                s.execute(ins)
+            self._core(self._engines.write, self._event_insert(type(event)), _values(event))
             return None
         except sa.exc.IntegrityError as exc:
             if "foreign key" in str(exc.orig).lower():

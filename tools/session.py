@@ -142,6 +142,10 @@ class Session:
         self.run_id = self._bind_run()
         self.redactor = Redactor.for_run(os.environ, key_files=cfg.key_files)
         self.policy = CapabilityPolicy(self.manifest, counts=self._counts())
+        # Keys recorded before this server started (a resumed run): only these can replay,
+        # so a fresh key costs no lookup. This server records every key it sees itself.
+        self._recorded_before = {c.key for c in self.ledger.tool_calls(self.run_id)}
+        self._recorded_here: set[str] = set()
         self.registry = registry or default_registry()
         self.pool = SandboxPool(cfg.sandbox_backend)
         self.spec = SandboxSpec(workspace=self.workspace, limits=default_limits(), ro_binds=self.registry.binds_for(cfg.kind))
@@ -269,6 +273,9 @@ class Session:
     def _replay(self, call: ToolCall) -> ToolOutcome | None:
         if call.key.startswith("s:"):
             return None  # a key the server made up this instant cannot have been recorded
+        if call.key not in self._recorded_before and call.key not in self._recorded_here:
+            self._recorded_here.add(call.key)
+            return None
         row = self.ledger.recorded_outcome(self.run_id, call.key)
         if row is None:
             return None
