@@ -240,7 +240,9 @@ class AssayApp(App[None]):
             # stderr; the runner only sees the connection close.
             said = terminal.said_since(self.children_log, offset)
             if said and said not in str(exc):
-                exc = UserError(f"{message(exc)}; the run's tool server said: {said}")
+                # The server's own line first: it names the cause and its fix, and a toast is narrow.
+                why = exc.problem if isinstance(exc, UserError) else message(exc)
+                exc = UserError(f"tool server said: {said}; {why}")
             # Stays up longer: a run that dies is worth reading in full.
             self.report(exc, timeout=60)
             outcome = None

@@ -175,6 +175,23 @@ class StdioWire:
             if isinstance(obj, dict) and obj.get("id") == id:
                 return line, line.at - sent
 
+    def wait_for_id(self, id: Any, timeout: float) -> Line | None:
+        """The reply for `id`, already seen or still to come: requests run concurrently, so a
+        slow call's answer may follow a ping sent after it."""
+        for line in self.seen:
+            with contextlib.suppress(ValueError):
+                if isinstance(line.obj, dict) and line.obj.get("id") == id:
+                    return line
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            line = self.read(left)
+            if line is None:
+                return None
+            with contextlib.suppress(ValueError):
+                if isinstance(line.obj, dict) and line.obj.get("id") == id:
+                    return line
+        return None
+
     def initialize(self) -> dict:
         line, _ = self.request(
             "initialize",

@@ -166,7 +166,7 @@ async def test_a_bad_job_file_is_a_notification_not_a_crash(ledger, tui):
         field = app.screen.query_one("#job-path", Input)
         field.value = "no/such/job.toml"
         await pilot.press("enter")
-        await tui.until(pilot, lambda: any("job file no/such/job.toml not found" in n for n in notes(app)), what="the error")
+        await tui.until(pilot, lambda: any("job file 'no/such/job.toml' not found" in n for n in notes(app)), what="the error")
         assert app.is_running and not app.driven
 
 
