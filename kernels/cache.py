@@ -15,6 +15,7 @@ then the same op graph measured at other sizes or on other machines.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -101,9 +102,23 @@ class CacheKey:
         return _h([self.family, list(self.bucket), self.device])
 
 
+# The code templates are rendered from: an entry timed on an older revision of them says nothing
+# about the kernel the current one builds, so it neither seeds nor is reused.
+_TEMPLATE_SOURCES = {"cpp": ("cpp_templates.py", "pointwise.py", "cpp/vecmath.h"),
+                     "triton": ("triton_templates.py", "pointwise.py")}
+
+
+@functools.cache
+def template_revision(backend: str) -> str:
+    here, h = Path(__file__).resolve().parent, hashlib.sha256()
+    for name in _TEMPLATE_SOURCES.get(backend, ()):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:8]
+
+
 def cache_key(template) -> CacheKey:
-    return CacheKey(op_signature(template.info), template.name, shape_bucket(template), "float32",
-                    device_id(template.info.device), template.backend)
+    return CacheKey(op_signature(template.info), f"{template.name}@{template_revision(template.backend)}",
+                    shape_bucket(template), "float32", device_id(template.info.device), template.backend)
 
 
 def host_id() -> str:

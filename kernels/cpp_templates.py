@@ -180,6 +180,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
     if ({'ALG == 2' if op == 'softmax' else '0'}) {{
       vf s = vsplat(0.f);
       vmap_range<U, 0>(scratch, cols, [&](long i, long cnt) -> vf {{
+        vprefetch(nx + i);
         vf e = vexp(LD(xr, i, cnt) - mv);
         s += cnt == VW ? e : vfirst(e, cnt);
         return e;
@@ -190,6 +191,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
       // exp once: store it, sum it, then scale the row while it is still in cache
       vf s = vsplat(0.f);
       vmap_range<U, 0>(yr, cols, [&](long i, long cnt) -> vf {{
+        vprefetch(nx + i);
         vf e = vexp(LD(xr, i, cnt) - mv);
         s += cnt == VW ? e : vfirst(e, cnt);
         return e;
@@ -204,7 +206,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
         return a + (m == VW ? e : vfirst(e, m));
       }});
       const float sum = vhsum(sv);
-      {'const vf inv = vsplat(1.0f / sum); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { return vexp(LD(xr, i, cnt) - mv) * inv; });'
+      {'const vf inv = vsplat(1.0f / sum); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { vprefetch(nx + i); return vexp(LD(xr, i, cnt) - mv) * inv; });'
        if op == 'softmax' else
        'const vf sh = mv + vsplat(logf(sum)); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { return LD(xr, i, cnt) - sh; });'}
     }}"""
@@ -236,6 +238,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
     }
     const vf mv = vsplat(mean), rv = vsplat(rstd);
     vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf {
+      vprefetch(nx + i);
       vf y = (LD(xr, i, cnt) - mv) * rv;
       if (HAS_W) y = y * LD(w, i, cnt);
       if (HAS_B) y = y + LD(b, i, cnt);
@@ -248,6 +251,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
     })) / (float)cols;
     const vf rv = vsplat(1.0f / sqrtf(ms + eps));
     vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf {
+      vprefetch(nx + i);
       vf y = LD(xr, i, cnt) * rv;
       if (HAS_W) y = y * LD(w, i, cnt);
       return y;
@@ -278,6 +282,8 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
     for (long r = 0; r < nrows; ++r) {{
       const float* xr = x + r * cols;
       float* yr = out + r * cols;
+      const float* nx = r + 1 < nrows ? xr + cols : xr;  // the next row, prefetched while this one computes
+      (void)nx;
       {row}
     }}
     if (NT) vfence();
