@@ -27,6 +27,7 @@ Every check has its own name (see CHECK_ORDER); a failed one adds "name: why" to
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import random
@@ -36,6 +37,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,8 +177,9 @@ class ReferenceRun:
     init_seed: int
     runs: list[dict]  # planned runs that the reference completed, in check order
     shapes_note: str
-    opwatch_dir: Path
+    opwatch_dir: Path | None
     compile_warm: dict | None = None
+    warming: Future | None = None  # the compile warm-up, started beside the check run
     metrics: dict = field(default_factory=dict)
 
     @property
@@ -188,6 +191,8 @@ class ReferenceRun:
         return self.ref_ws / "inputs"
 
     def close(self) -> None:
+        if self.warming is not None:
+            self.warming.exception()  # let a warm-up still running finish before its folder goes
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self):
@@ -211,13 +216,19 @@ def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-
     task = inspect_task(source, crit, task_path)
     cache_dir = Path(cache_dir) if cache_dir else rt.default_cache_dir()
     _say(progress, "op recorder", 0.02)
-    opwatch_dir = rt.opwatch_library(cache_dir, backend)
     root = Path(tempfile.mkdtemp(prefix="assay-kernel-verify-"))
-    try:
-        return _reference(Path(task_path), task, crit, backend, cache_dir, root, opwatch_dir, progress)
-    except BaseException:
-        shutil.rmtree(root, ignore_errors=True)
-        raise
+    # The op recorder (a g++ build the first time) and the reference run need each other's
+    # nothing: on two cores they overlap.
+    with ThreadPoolExecutor(1) as pool:
+        opwatch = pool.submit(rt.opwatch_library, cache_dir, backend)
+        try:
+            ref = _reference(Path(task_path), task, crit, backend, cache_dir, root, None, progress)
+            ref.opwatch_dir = opwatch.result()
+            return ref
+        except BaseException:
+            opwatch.cancel()
+            shutil.rmtree(root, ignore_errors=True)
+            raise
 
 
 def _reference(task_path, task, crit, backend, cache_dir, root, opwatch_dir, progress) -> ReferenceRun:
@@ -333,6 +344,10 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
         (work / "candidate").mkdir()
         (work / "candidate" / "candidate.py").write_text(candidate, encoding="utf-8")
         try:
+            # The warm-up needs only the reference: it runs beside the check run, and is
+            # wasted only when the candidate fails its checks (the cache keeps it even then).
+            if ref.warming is None and ref.compile_warm is None:
+                ref.warming = ThreadPoolExecutor(1).submit(_compile_warm, ref, None)
             ran = _check_run(ref, checks, metrics, work, cand_sha, progress)
             # Timing only means something for a candidate that is correct and honest so far.
             # (Scan findings do not stop it here: a profile that runs scan failures anyway wants
@@ -615,21 +630,39 @@ def _nbytes(spec: dict) -> int:
 
 # ---------------------------------------------------------------------------------- timing
 
-def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> None:
+def _warm_stamp() -> str:
+    """What a filled inductor cache was filled under: another torch or other inductor settings
+    means its entries may not load, so the task is compiled again."""
+    from importlib.metadata import version
+
+    env = {k: v for k, v in rt.base_env().items() if k.startswith("TORCHINDUCTOR")}
+    return json.dumps({"torch": version("torch"), "env": env}, sort_keys=True)
+
+
+def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
     """Fill the inductor cache for this task in a reference sandbox (no candidate there), so the
-    timing sandbox's compiled Model loads instead of compiling."""
-    if ref.compile_warm is not None:
-        return
-    crit, lim = ref.criteria, ref.criteria.limits
-    cache = ref.cache_dir / "inductor" / ref.task.sha256[:32]
+    timing sandbox's compiled Model loads instead of compiling. A cache that an earlier
+    verification filled under the same torch is used as it is (that sandbox start costs more than
+    the load it would check). Returns the folder the timing sandbox copies its cache from."""
     ws = ref.root / "warm"
-    rt.copy_tree(cache, ws / "inductor")
+    if ref.compile_warm is not None:
+        return ws / "inductor"
+    cache = ref.cache_dir / "inductor" / ref.task.sha256[:32]
+    stamp, lock = cache / ".filled", cache.parent / f"{cache.name}.lock"
+    with rt.locked(lock):  # another verifier may be writing this entry back
+        filled = False
+        with contextlib.suppress(OSError):
+            filled = stamp.read_text() == _warm_stamp()
+        rt.copy_tree(cache, ws / "inductor")
+    if filled:
+        ref.compile_warm = {"ok": True, "cached": True}
+        return ws / "inductor"
+    crit, lim = ref.criteria, ref.criteria.limits
     (ws / "home").mkdir(exist_ok=True)
     first = ref.runs[0]
     plan = {"role": "warm", "task": f"{rt.IN_TASK}/task.py", "init_seed": ref.init_seed,
             "init_args": first["init_args"], "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors",
             "inputs": first["inputs"]}
-    _say(progress, "compiling the torch.compile baseline", 0.5)
     timeout = lim.import_timeout_s
     sandbox = rt.open_verification_sandbox(
         ws, {rt.IN_HARNESS: rt.harness_dir(), rt.IN_TASK: ref.root / "task", rt.IN_INPUTS: ref.inputs_dir},
@@ -641,17 +674,22 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> None:
     if not report or not report.get("ok"):
         raise UserError(f"torch.compile of the task's Model failed: {(report or {}).get('error') or res.stderr[-1500:]}",
                         "check that the task compiles with torch.compile on this machine")
-    rt.copy_tree(ws / "inductor", cache)
+    with rt.locked(lock):
+        rt.copy_tree(ws / "inductor", cache)
+        with contextlib.suppress(OSError):
+            stamp.write_text(_warm_stamp())
     ref.compile_warm = report
+    return ws / "inductor"
 
 
 def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progress: Progress | None) -> None:
     crit, lim, tm = ref.criteria, ref.criteria.limits, ref.criteria.timing
-    _compile_warm(ref, progress)
+    _say(progress, "compiling the torch.compile baseline", 0.5)
+    warm = ref.warming.result() if ref.warming is not None else _compile_warm(ref, progress)
     ws = work / "timing"
     for sub in ("audit", "audit-ref", "home", "refhome"):
         (ws / sub).mkdir(parents=True)
-    rt.copy_tree(ref.root / "warm" / "inductor", ws / "inductor")
+    rt.copy_tree(warm, ws / "inductor")
     rt.copy_tree(work / "check" / "ext", ws / "ext")
     first = ref.runs[0]
     common = {"init_seed": ref.init_seed, "init_args": first["init_args"],

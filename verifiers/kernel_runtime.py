@@ -78,6 +78,16 @@ def base_env(**extra: str) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "MAX_JOBS": str(os.cpu_count() or 2),
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        # inductor rebuilds its precompiled header (8 s here) under /tmp, the sandbox's private
+        # tmpfs, on every start, even when every kernel comes from the cache; without it a warm
+        # cache loads in 2 s and a cold compile costs the same.
+        "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0",
+        # glibc's malloc moves its mmap and trim thresholds as a process runs, so whether a
+        # forward's fresh 16 MB output is served from the heap or from new zeroed pages (4096
+        # page faults, several ms) changed with the heap's history: a candidate measured 5x slower
+        # for seconds at a time, then normal again. Fixed thresholds keep freed memory in the heap
+        # for every subject alike, so timing measures the kernel, not the page-fault lottery.
+        "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184",
     }
     env.update(extra)
     return env
@@ -156,11 +166,11 @@ def opwatch_library(cache_dir: Path, backend: str) -> Path:
         home.mkdir(parents=True, exist_ok=True)
         script = (
             "import os, torch\n"
-            "from torch.utils.cpp_extension import load_inline\n"
-            f"src = open('{IN_HARNESS}/opwatch.cpp').read()\n"
+            "from torch.utils.cpp_extension import load\n"
             f"os.makedirs('{WORKDIR}/build', exist_ok=True)\n"
-            f"m = load_inline(name='{name}', cpp_sources=[src], extra_cflags=['-O2'],\n"
-            f"                build_directory='{WORKDIR}/build', verbose=False)\n"
+            # load, not load_inline: load_inline prepends torch/extension.h to the source
+            f"m = load(name='{name}', sources=['{IN_HARNESS}/opwatch.cpp'], extra_cflags=['-O2'],\n"
+            f"         build_directory='{WORKDIR}/build', verbose=False)\n"
             "m.install(); assert m.installed()\n"
             "print('@@ASSAY {\"ok\": true}')\n"
         )

@@ -18,6 +18,7 @@ nor compute anything in the background between its own rounds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -453,6 +454,10 @@ class Supervisor:
 
         def worker_for(subject: str) -> Worker:
             if subject == "candidate":
+                # Each subject runs alone: the reference's OpenMP threads, still spinning after
+                # its last round, would otherwise share the sandbox's CPUs with the candidate.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(ref.pid, signal.SIGSTOP)
                 if self.stopped:
                     self.thaw_untrusted()
                 return cand
