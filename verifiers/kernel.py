@@ -406,7 +406,7 @@ def _check_run(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, can
     worker_plan = {"role": "check", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref),
                    "init_seed": ref.init_seed, "runs": runs}
     plan = {"mode": "check", "candidate": rt.worker_spec(worker_plan, _candidate_env()),
-            "settle_s": crit.settle.seconds, "candidate_roots": rt.CANDIDATE_ROOTS, "limits": _limits(crit)}
+            "settle_s": crit.settle.seconds, "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(), "limits": _limits(crit)}
     timeout = lim.import_timeout_s + len(runs) * (lim.forward_timeout_s + crit.settle.seconds + 5) + 60
     _say(progress, "building and checking the candidate", 0.2)
     sandbox = rt.open_verification_sandbox(ws, _candidate_binds(ref, work),
@@ -706,7 +706,7 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
         "candidate": rt.worker_spec(cand_plan, _candidate_env()),
         "subjects": ["eager", "compiled", "copy", "candidate"],
         "rounds": tm.rounds, "target_round_s": tm.target_round_s, "max_iters": tm.max_iters_per_round,
-        "warmup_iters": tm.warmup_iters, "limits": _limits(crit), "candidate_roots": rt.CANDIDATE_ROOTS,
+        "warmup_iters": tm.warmup_iters, "limits": _limits(crit), "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(),
         "audit_candidate": f"{rt.WORKDIR}/audit/candidate.safetensors",
         "audit_reference": f"{rt.WORKDIR}/audit-ref/reference.safetensors",
     }

@@ -57,6 +57,15 @@ def locked(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def trusted_roots() -> list[str]:
+    """The host toolchain the sandboxes bind read-only (/usr, the Python environment). A venv
+    that lives under /tmp is bound over the sandbox's private /tmp: its libraries are the host's,
+    not something the candidate built there."""
+    from assay.sandbox.toolchain import host_toolchain
+
+    return list(host_toolchain().ro)
+
+
 def sandbox_limits(memory_mb: int, pids: int, timeout_s: float) -> SandboxLimits:
     return SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb, pids=pids,
                          cpus=float(os.cpu_count() or 2), output_bytes=16 << 20)

@@ -105,10 +105,15 @@ def threads(pid: int) -> int:
         return 0
 
 
-def mapped_files(pid: int, roots: list[str]) -> list[str] | None:
+def _under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def mapped_files(pid: int, roots: list[str], trusted: list[str] = ()) -> list[str] | None:
     """Executable file mappings of a process that lie under `roots` (what the candidate built
     or brought) or whose file is gone; None when the maps cannot be read (a process that made
-    itself non-dumpable hides them)."""
+    itself non-dumpable hides them). Files under `trusted` are the host's read-only toolchain
+    binds, which may sit under a root (a venv in /tmp is bound over the sandbox's private /tmp)."""
     try:
         with open(f"/proc/{pid}/maps") as f:
             lines = f.read().splitlines()
@@ -122,7 +127,7 @@ def mapped_files(pid: int, roots: list[str]) -> list[str] | None:
         path = parts[5].strip()
         if not path.startswith("/"):
             continue
-        if path.endswith(" (deleted)") or any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots):
+        if path.endswith(" (deleted)") or (_under(path, roots) and not _under(path, list(trusted))):
             found.add(path)
     return sorted(found)
 
@@ -421,7 +426,7 @@ class Supervisor:
             self.sleep_watching(w, settle)
             cpu1 = sum(cpu_seconds(p) for p in self.untrusted())
             procs1 = self.untrusted() - {w.pid}
-            maps = mapped_files(w.pid, self.plan["candidate_roots"])
+            maps = mapped_files(w.pid, self.plan["candidate_roots"], self.plan.get("trusted_roots", []))
             self.log.append({
                 "run": run,
                 "mapped": maps,
