@@ -187,8 +187,13 @@ class BwrapSandbox(ResidentSandbox):
         if _supports("--disable-userns"):
             args.append("--disable-userns")  # no nested user namespaces to regain capabilities in
         # src(): where bwrap finds a host path; staged by the launcher when bwrap runs as nobody.
+        # A toolchain dir under /tmp or /dev (a venv kept in /tmp) is bound after the private
+        # tmpfs mounts below, or they would cover it.
+        scratch = ("/tmp", "/dev")
+        late = [d for d in tc.ro_dirs if any(d == m or d.startswith(m + "/") for m in scratch)]
         for d in tc.ro_dirs:
-            args += ["--ro-bind", src(d), d]
+            if d not in late:
+                args += ["--ro-bind", src(d), d]
         args += _symlink_args()
         for e in tc.etc:
             args += ["--ro-bind", src(e), e]
@@ -208,6 +213,8 @@ class BwrapSandbox(ResidentSandbox):
             "--perms", "1777", *tmp_size, "--tmpfs", "/tmp",
             "--bind", src(str(self._workspace)), self.spec.workdir,
         ]
+        for d in late:
+            args += ["--ro-bind", src(d), d]
         for host_path, dst in self.spec.ro_binds:
             args += ["--ro-bind", src(str(host_path)), str(dst)]
         args += ["--remount-ro", "/", "--chdir", self.spec.workdir]
