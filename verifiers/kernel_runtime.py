@@ -63,7 +63,7 @@ def trusted_roots() -> list[str]:
     not something the candidate built there."""
     from assay.sandbox.toolchain import host_toolchain
 
-    return list(host_toolchain().ro)
+    return list(host_toolchain().ro_dirs)
 
 
 def sandbox_limits(memory_mb: int, pids: int, timeout_s: float) -> SandboxLimits:

@@ -41,3 +41,14 @@ def test_a_library_under_a_writable_root_is_the_candidates_unless_it_is_the_boun
     assert {str(own / "libevil_m.so"), str(venv / "libtool_m.so")} <= both
     # A sibling of a trusted folder is not covered by it: the match is by whole path segments.
     assert not sup._under(str(tmp_path / "venv-evil" / "x.so"), [str(tmp_path / "venv")])
+
+
+def test_the_trusted_roots_are_the_toolchain_the_sandboxes_bind():
+    import sys
+
+    from assay.verifiers import kernel_runtime as rt
+
+    roots = rt.trusted_roots()
+    assert "/usr" in roots
+    assert any(sys.prefix == r or sys.prefix.startswith(r.rstrip("/") + "/") for r in roots)
+    assert "/tmp" not in roots and "/" not in roots  # never a whole writable place
