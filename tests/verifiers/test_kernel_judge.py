@@ -11,7 +11,7 @@ import torch
 from assay.errors import UserError
 from assay.verifiers.criteria import load_criteria
 from assay.verifiers.kernel import _check_order, inspect_task, shape_variants
-from assay.verifiers.kernel_judge import Checks, compare, read_inside, unwritten
+from assay.verifiers.kernel_judge import Checks, compare, read_inside, scaling, unwritten
 
 CRITERIA = load_criteria("kernel-test")
 
@@ -106,3 +106,20 @@ def test_check_order_reuses_buffers_and_interleaves_shapes():
     assert [r["id"] for r in order] == [0, 1, 2, 5, 3, 6, 4]
     reuse = {r["id"]: r["reuse_buffers_of"] for r in order}
     assert reuse[2] == 1 and reuse[4] == 3 and reuse[0] is None and reuse[5] is None
+
+
+def _rounds(per_iter_ms: list[float], fixed_ms: float, n: int = 3) -> list[dict]:
+    # Even rounds run n iterations, odd rounds 3n; each round's CPU is fixed + iterations * cost.
+    return [{"round": r, "cpu_s": (fixed_ms + (n if r % 2 == 0 else 3 * n) * c) / 1e3} for r, c in enumerate(per_iter_ms)]
+
+
+def test_scaling_follows_the_work_through_bursts_of_a_busy_machine():
+    # The CI run that failed an honest kernel: 1.3 ms iterations, 20 ms ones in three short rounds.
+    noisy = [20.0, 9.0, 1.3, 1.3, 7.0, 1.3, 10.0, 1.3, 1.3, 1.3]
+    assert scaling(_rounds(noisy, fixed_ms=0.5)) > 2.0
+
+
+def test_scaling_exposes_work_done_once_per_round():
+    # A candidate that computes once per round and replays: the same CPU whatever the count.
+    per_round = [{"round": r, "cpu_s": 0.005 + random.Random(r).random() * 0.002} for r in range(10)]
+    assert scaling(per_round) < 1.5
