@@ -163,17 +163,10 @@ class StdioWire:
         if params is not None:
             msg["params"] = params
         sent = self.send(msg)
-        deadline = sent + timeout
-        while True:
-            line = self.read(max(0.01, deadline - time.monotonic()))
-            if line is None:
-                raise TimeoutError(f"no reply to {method} id={id} within {timeout} s; stderr: {self.stderr[-2000:]!r}")
-            try:
-                obj = line.obj
-            except ValueError:
-                continue
-            if isinstance(obj, dict) and obj.get("id") == id:
-                return line, line.at - sent
+        line = self._read_until_id(id, sent + timeout)
+        if line is None:
+            raise TimeoutError(f"no reply to {method} id={id} within {timeout} s; stderr: {self.stderr[-2000:]!r}")
+        return line, line.at - sent
 
     def wait_for_id(self, id: Any, timeout: float) -> Line | None:
         """The reply for `id`, already seen or still to come: requests run concurrently, so a
@@ -182,7 +175,10 @@ class StdioWire:
             with contextlib.suppress(ValueError):
                 if isinstance(line.obj, dict) and line.obj.get("id") == id:
                     return line
-        deadline = time.monotonic() + timeout
+        return self._read_until_id(id, time.monotonic() + timeout)
+
+    def _read_until_id(self, id: Any, deadline: float) -> Line | None:
+        """Read lines (keeping them in `seen`) until one answers `id`; None at the deadline."""
         while (left := deadline - time.monotonic()) > 0:
             line = self.read(left)
             if line is None:

@@ -105,11 +105,11 @@ def threads(pid: int) -> int:
         return 0
 
 
-def _under(path: str, roots: list[str]) -> bool:
+def _under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def mapped_files(pid: int, roots: list[str], trusted: list[str] = ()) -> list[str] | None:
+def mapped_files(pid: int, roots: list[str], trusted: list[str] | tuple[str, ...] = ()) -> list[str] | None:
     """Executable file mappings of a process that lie under `roots` (what the candidate built
     or brought) or whose file is gone; None when the maps cannot be read (a process that made
     itself non-dumpable hides them). Files under `trusted` are the host's read-only toolchain
@@ -127,7 +127,7 @@ def mapped_files(pid: int, roots: list[str], trusted: list[str] = ()) -> list[st
         path = parts[5].strip()
         if not path.startswith("/"):
             continue
-        if path.endswith(" (deleted)") or (_under(path, roots) and not _under(path, list(trusted))):
+        if path.endswith(" (deleted)") or (_under(path, roots) and not _under(path, trusted)):
             found.add(path)
     return sorted(found)
 
