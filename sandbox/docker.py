@@ -43,6 +43,9 @@ START_FIX = (
     "or use bubblewrap: export ASSAY_SANDBOX_BACKEND=bwrap"
 )
 
+# Seconds one Docker API call may take once the daemon has answered the probe.
+OP_TIMEOUT = 120
+
 _client_lock = threading.Lock()
 _client_cache: list = []
 
@@ -83,6 +86,9 @@ def _probe():
         c = _connect(timeout=5)
         c.ping()
         version = c.version().get("Version", "?")
+        # The probe is quick to say "no daemon"; real calls get longer: a daemon that was just
+        # started, or a busy host, takes more than 5 s to start a container's first task.
+        c.api.timeout = OP_TIMEOUT
     except Exception as exc:  # the SDK raises several unrelated types for "no daemon"
         text = str(exc)
         if "Permission denied" in text or "PermissionError" in text:

@@ -142,7 +142,9 @@ class Registry:
             except ToolFailure as exc:
                 return error(f"{tc.name} failed: {exc}")
             except Exception as exc:  # a bug in a tool must not take the server down
-                log.exception("tool %s raised", tc.name)
+                # One line for whoever watches; the traceback only when debugging, since a
+                # terminal user or a pipeline log gains nothing from library internals.
+                log.error("tool %s raised %s: %s", tc.name, type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
                 return error(f"{tc.name} failed unexpectedly ({type(exc).__name__}: {exc})")
             data = out.model_dump(mode="json")
             return ToolOutcome(text=json.dumps(data, indent=1), structured=data)
