@@ -179,7 +179,7 @@ class ReferenceRun:
     shapes_note: str
     opwatch_dir: Path | None
     compile_warm: dict | None = None
-    warming: Future | None = None  # the compile warm-up, started beside the check run
+    warming: Future | None = None  # the compile warm-up, started once the reference has run
     metrics: dict = field(default_factory=dict)
 
     @property
@@ -219,14 +219,20 @@ def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-
     root = Path(tempfile.mkdtemp(prefix="assay-kernel-verify-"))
     # The op recorder (a g++ build the first time) and the reference run need each other's
     # nothing: on two cores they overlap.
+    ref = None
     with ThreadPoolExecutor(1) as pool:
         opwatch = pool.submit(rt.opwatch_library, cache_dir, backend)
         try:
             ref = _reference(Path(task_path), task, crit, backend, cache_dir, root, None, progress)
+            # The compile warm-up needs only the reference's inputs: it takes the core the
+            # reference run leaves while the op recorder builds.
+            ref.warming = ThreadPoolExecutor(1).submit(_compile_warm, ref, None)
             ref.opwatch_dir = opwatch.result()
             return ref
         except BaseException:
             opwatch.cancel()
+            if ref is not None and ref.warming is not None:
+                ref.warming.exception()  # its sandbox writes under root
             shutil.rmtree(root, ignore_errors=True)
             raise
 
@@ -344,8 +350,8 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
         (work / "candidate").mkdir()
         (work / "candidate" / "candidate.py").write_text(candidate, encoding="utf-8")
         try:
-            # The warm-up needs only the reference: it runs beside the check run, and is
-            # wasted only when the candidate fails its checks (the cache keeps it even then).
+            # Started by prepare_reference; wasted only when the candidate fails its checks
+            # (the cache keeps it even then).
             if ref.warming is None and ref.compile_warm is None:
                 ref.warming = ThreadPoolExecutor(1).submit(_compile_warm, ref, None)
             ran = _check_run(ref, checks, metrics, work, cand_sha, progress)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from assay.errors import UserError
 from assay.sandbox.backends import open_sandbox
-from assay.sandbox.base import ExecResult, Sandbox, SandboxLimits, SandboxSpec
+from assay.sandbox.base import STEADY_MALLOC, ExecResult, Sandbox, SandboxLimits, SandboxSpec
 
 # Inside every verification sandbox.
 IN_HARNESS = "/assay/harness"
@@ -91,12 +91,8 @@ def base_env(**extra: str) -> dict[str, str]:
         # tmpfs, on every start, even when every kernel comes from the cache; without it a warm
         # cache loads in 2 s and a cold compile costs the same.
         "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS": "0",
-        # glibc's malloc moves its mmap and trim thresholds as a process runs, so whether a
-        # forward's fresh 16 MB output is served from the heap or from new zeroed pages (4096
-        # page faults, several ms) changed with the heap's history: a candidate measured 5x slower
-        # for seconds at a time, then normal again. Fixed thresholds keep freed memory in the heap
-        # for every subject alike, so timing measures the kernel, not the page-fault lottery.
-        "GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184",
+        # (a candidate measured 5x slower for seconds at a time, then normal again, without it)
+        **STEADY_MALLOC,
     }
     env.update(extra)
     return env
@@ -173,14 +169,25 @@ def opwatch_library(cache_dir: Path, backend: str) -> Path:
         if built.is_file():
             return built.parent
         home.mkdir(parents=True, exist_ok=True)
+        # g++ straight on the source (no cpp_extension, no ninja): torch is imported only for
+        # its header and library paths and the C++ ABI it was built with.
         script = (
-            "import os, torch\n"
-            "from torch.utils.cpp_extension import load\n"
+            "import os, subprocess, sys, torch\n"
+            "from torch.utils import cpp_extension as ce\n"
             f"os.makedirs('{WORKDIR}/build', exist_ok=True)\n"
-            # load, not load_inline: load_inline prepends torch/extension.h to the source
-            f"m = load(name='{name}', sources=['{IN_HARNESS}/opwatch.cpp'], extra_cflags=['-O2'],\n"
-            f"         build_directory='{WORKDIR}/build', verbose=False)\n"
-            "m.install(); assert m.installed()\n"
+            "libs = ce.library_paths()\n"
+            "cmd = ['g++', '-std=c++17', '-O2', '-fPIC', '-shared', '-w',\n"
+            "       f'-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}',\n"
+            "       *[f'-I{p}' for p in ce.include_paths()],\n"
+            f"       '{IN_HARNESS}/opwatch.cpp', '-o', '{WORKDIR}/build/{name}.so.tmp',\n"
+            "       *[f'-L{p}' for p in libs], *[f'-Wl,-rpath,{p}' for p in libs], '-lc10', '-ltorch_cpu']\n"
+            "done = subprocess.run(cmd, capture_output=True, text=True)\n"
+            "if done.returncode:\n"
+            "    sys.exit(done.stderr[-3000:] or 'g++ failed')\n"
+            f"os.replace('{WORKDIR}/build/{name}.so.tmp', '{WORKDIR}/build/{name}.so')\n"
+            "import ctypes\n"
+            f"lib = ctypes.CDLL('{WORKDIR}/build/{name}.so')\n"
+            "lib.assay_opwatch_install(); assert lib.assay_opwatch_installed()\n"
             "print('@@ASSAY {\"ok\": true}')\n"
         )
         limits = sandbox_limits(4096, 256, 900)

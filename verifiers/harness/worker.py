@@ -229,15 +229,55 @@ def role_warm(plan: dict) -> dict:
 
 # ------------------------------------------------------------------------ candidate loading
 
-def load_opwatch(path: str):
-    import importlib.util
+class OpWatch:
+    """The op recorder (harness/opwatch.cpp) through its C functions. It counts its own arm and
+    disarm calls; a count that differs from the harness's means something else switched it."""
 
-    name = os.path.basename(path).split(".")[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.install()
-    return module
+    def __init__(self, path: str):
+        import ctypes
+
+        lib = ctypes.CDLL(path)
+        self._arm, self._disarm = lib.assay_opwatch_arm, lib.assay_opwatch_disarm
+        self._take = lib.assay_opwatch_take
+        self._take.argtypes, self._take.restype = [ctypes.c_char_p, ctypes.c_longlong], ctypes.c_longlong
+        self._switches = lib.assay_opwatch_switches
+        self._switches.restype = ctypes.c_longlong
+        self._installed = lib.assay_opwatch_installed
+        self._buffer = ctypes.create_string_buffer(1 << 16)
+        self._create = ctypes.create_string_buffer
+        self.switched = 0
+        lib.assay_opwatch_install()
+
+    def arm(self) -> None:
+        self.switched += 1
+        self._arm()
+
+    def disarm(self) -> None:
+        self.switched += 1
+        self._disarm()
+
+    def installed(self) -> bool:
+        return bool(self._installed())
+
+    def tampered(self) -> bool:
+        return self._switches() != self.switched
+
+    def take(self) -> tuple[dict, dict]:
+        """(ops on the arming thread while armed, ops on other threads) since the last take."""
+        n = self._take(self._buffer, len(self._buffer))
+        while n < 0:
+            self._buffer = self._create(-n * 2)
+            n = self._take(self._buffer, len(self._buffer))
+        mine: dict = {}
+        other: dict = {}
+        for line in self._buffer.raw[:n].decode("utf-8", "replace").splitlines():
+            name, _, count = line[1:].rpartition("\t")
+            (mine if line[0] == "w" else other)[name] = int(count)
+        return mine, other
+
+
+def load_opwatch(path: str) -> OpWatch:
+    return OpWatch(path)
 
 
 def import_candidate(plan: dict, chan: Channel):
@@ -352,6 +392,8 @@ class Integrity:
             found.append("a threading trace or profile hook is set")
         if opwatch is not None and not opwatch.installed():
             found.append("the op recorder's global callback was removed")
+        if opwatch is not None and opwatch.tampered():
+            found.append("the op recorder was armed or disarmed from outside the harness")
         return sorted(set(found))
 
 
