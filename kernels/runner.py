@@ -18,7 +18,7 @@ from typing import Callable
 
 from assay.errors import UserError
 from assay.kernels.task import TaskInfo
-from assay.sandbox.base import Sandbox
+from assay.sandbox.base import STEADY_MALLOC, Sandbox
 
 HARNESS_DIR = Path(__file__).with_name("harness")
 HARNESS_MOUNT = "/opt/assay/kernel-harness"
@@ -70,6 +70,8 @@ def harness_env(sb: Sandbox) -> dict[str, str]:
         "MAX_JOBS": threads,
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
+        # the verifier's allocator conditions, so the agent's timings predict the verdict's
+        **STEADY_MALLOC,
     }
 
 
@@ -115,6 +117,7 @@ class TestResult:
     trials: list[dict] = field(default_factory=list)   # seed, ok, max_abs_err, mismatched, reason
     error: str | None = None
     detail: str = ""
+    build_s: float | None = None    # the build (or build-cache load) in the same process
 
 
 @dataclass
@@ -199,7 +202,8 @@ def build(sb: Sandbox, candidate: Path | str, *, timeout: float = 300, progress:
 def quick_test(sb: Sandbox, task: Path | str, candidate: Path | str, *, seeds: tuple[int, ...] = (0, 1),
                atol: float = 1e-4, rtol: float = 1e-4, timeout: float = 300,
                progress: Progress | None = None) -> TestResult:
-    """The candidate against the reference on the task's own inputs (a few seeds). Not a verdict."""
+    """The candidate against the reference on the task's own inputs (a few seeds). Not a verdict.
+    Builds the candidate first if it is not built: a build failure is error "build"."""
     _say(progress, f"testing {Path(candidate).name}")
     args = ["test", sandbox_path(sb, task), sandbox_path(sb, candidate), "--seeds", ",".join(map(str, seeds)),
             "--atol", repr(atol), "--rtol", repr(rtol)]
@@ -209,7 +213,7 @@ def quick_test(sb: Sandbox, task: Path | str, candidate: Path | str, *, seeds: t
         return TestResult(False, error=exc.kind, detail=exc.detail)
     if "trials" not in out:
         return TestResult(False, error=out.get("error"), detail=out.get("detail", ""))
-    return TestResult(bool(out["ok"]), trials=out["trials"])
+    return TestResult(bool(out["ok"]), trials=out["trials"], build_s=out.get("build_s"))
 
 
 def benchmark(sb: Sandbox, task: Path | str, candidate: Path | str, *,

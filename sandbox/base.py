@@ -9,6 +9,13 @@ from typing import Literal, Protocol, runtime_checkable
 KillReason = Literal["timeout", "memory", "pids", "output"]
 
 
+# For processes that time code: glibc's malloc moves its mmap and trim thresholds as a process
+# runs, so whether a fresh 16 MB output comes from the heap or from new zeroed pages (4096 page
+# faults, several ms) depends on the heap's history. Fixed thresholds keep freed memory in the
+# heap for every implementation alike, so timing measures the kernel, not the page-fault lottery.
+STEADY_MALLOC = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184"}
+
+
 class SandboxError(RuntimeError):
     """A sandbox failed (did not start, or its helper broke the protocol and it was killed).
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from assay.errors import UserError
-from assay.kernels import benchmark, build, inspect_task, inspect_tasks, plan, render
+from assay.kernels import benchmark, build, inspect_task, inspect_tasks, plan, quick_test, render
 from assay.kernels.runner import call_harness, sandbox_path
 
 from .conftest import EXAMPLES, shrink
@@ -64,6 +64,10 @@ def test_build_failure_carries_the_compiler_log(ksb, task_dir, inspected):
     res = build(ksb, cand)
     assert not res.ok and res.error == "build"
     assert "vsilu_missing" in res.detail
+    # The build_candidate tool builds and tests in one process: the same failure, from the test.
+    tested = quick_test(ksb, inspected["silu"][0], cand)
+    assert not tested.ok and tested.error == "build" and "vsilu_missing" in tested.detail
+    assert tested.build_s is None
 
 
 def test_build_test_bench_tune_contracts(ksb, task_dir, inspected):
@@ -79,6 +83,8 @@ def test_build_test_bench_tune_contracts(ksb, task_dir, inspected):
                        timeout=300)
     assert out["ok"] is True and [t["seed"] for t in out["trials"]] == [0, 1, 2]
     assert set(out["trials"][0]) >= {"ok", "max_abs_err", "mismatched", "reason"}
+    tested = quick_test(ksb, task, cand, seeds=(4,))
+    assert tested.ok and tested.build_s is not None and tested.build_s >= 0
 
     res = benchmark(ksb, task, cand, baselines=("eager",), reps=3, warmup=1, copy_bandwidth=True)
     assert res.ok, (res.error, res.detail)
