@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -77,8 +77,43 @@ def _die_with_parent() -> None:
         pass
 
 
+def _verifier_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("ASSAY_") or k in ("PATH", "HOME", "LANG", "TMPDIR")}
+
+
+@contextmanager
+def verifier_warming(run_id: str, enabled: bool = True):
+    """The verifier process's caches (for kernels: its op recorder and torch.compile of the
+    task) built beside the agent at the lowest CPU priority, so the verification after the
+    submission does not start by building them. Only the verifier's own process writes them;
+    the agent sees nothing of it. Stopped when the run no longer needs it."""
+    proc = None
+    if enabled:
+        try:
+            with open(run_dir(run_id) / "verifier-warm.log", "ab") as log:  # outside the workspace
+                proc = subprocess.Popen([sys.executable, "-m", "assay.verifiers", "warm", "--run", run_id],
+                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        env=_verifier_env(), preexec_fn=_die_with_parent)
+        except OSError:
+            proc = None  # an optimisation only: the verifier builds what it needs itself
+    try:
+        yield
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=WARM_STOP_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# How long a warm-up still running when its run ends may take to close its sandboxes.
+WARM_STOP_S = 20
+
+
 def verify_in_process_of_its_own(run_id: str) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k.startswith("ASSAY_") or k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env = _verifier_env()
     proc = subprocess.run(
         [sys.executable, "-m", "assay.verifiers", "verify", "--run", run_id, "--json"],
         capture_output=True, text=True, env=env, preexec_fn=_die_with_parent,
@@ -182,8 +217,9 @@ def start_run(job: Job, *, wait: bool = True, on_event: Event | None = None, led
         workspace = prepare_workspace(run.id, job)
         _store_spec(ledger, run.id, job_spec(job, workspace))
         (on_event or _quiet)("run", {"run_id": run.id})
-        return anyio.run(lambda: _drive(run.id, job, ledger, {"step": 0}, wait=wait, on_event=on_event or _quiet,
-                                        verify=verify or verify_in_process_of_its_own))
+        with verifier_warming(run.id, enabled=verify is None and wait and settings().verifier_warm):
+            return anyio.run(lambda: _drive(run.id, job, ledger, {"step": 0}, wait=wait, on_event=on_event or _quiet,
+                                            verify=verify or verify_in_process_of_its_own))
     finally:
         if own:
             ledger.close()
@@ -200,8 +236,9 @@ def resume_run(run_id: str, *, wait: bool = True, on_event: Event | None = None,
         if RunStatus(run.status).finished:
             return RunOutcome(run_id, run.status, verdict=_last_verdict(ledger, run_id))
         job = job_from_spec(run.spec)
-        return anyio.run(lambda: _drive(run_id, job, ledger, None, wait=wait, on_event=on_event or _quiet,
-                                        verify=verify or verify_in_process_of_its_own))
+        with verifier_warming(run_id, enabled=verify is None and wait and settings().verifier_warm):
+            return anyio.run(lambda: _drive(run_id, job, ledger, None, wait=wait, on_event=on_event or _quiet,
+                                            verify=verify or verify_in_process_of_its_own))
     finally:
         if own:
             ledger.close()

@@ -32,6 +32,8 @@ class Settings(BaseSettings):
     sandbox_backend: Literal["auto", "docker", "bwrap"] = "auto"
     docker_image: str | None = None
     limits: Limits = Field(default_factory=Limits)
+    # Build the verifier's caches beside the agent, at the lowest CPU priority (off: 0/false).
+    verifier_warm: bool = True
 
     @property
     def resolved_ledger_url(self) -> str:

@@ -30,6 +30,9 @@ class SandboxLimits:
     pids: int = 128
     cpus: float = 2.0
     output_bytes: int = 1 << 20
+    # Runs on CPU time nobody else wants (cgroup CPU weight / Docker CPU shares at the minimum):
+    # work done ahead of need, like the verifier's cache warm-up beside a running agent.
+    background: bool = False
 
 
 @dataclass(frozen=True)

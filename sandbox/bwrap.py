@@ -224,7 +224,7 @@ class BwrapSandbox(ResidentSandbox):
         limits = self.spec.limits
         mode, host_uid, mode_detail = _mode()
         try:
-            self._cgroup = Cgroup.create(limits.memory_mb, limits.pids, limits.cpus)
+            self._cgroup = Cgroup.create(limits.memory_mb, limits.pids, limits.cpus, limits.background)
             self.containment = f"{self._cgroup.kind} ({', '.join(self._cgroup.controllers)}); {mode_detail}"
         except CgroupUnavailable as exc:
             self._cgroup = None

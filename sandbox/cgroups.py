@@ -20,6 +20,9 @@ from functools import lru_cache
 from pathlib import Path
 
 PREFIX = "assay-sbx-"
+# A background sandbox's CPU share: the minimum each hierarchy takes (v1 shares, v2 weight).
+BACKGROUND_SHARES = 2
+BACKGROUND_WEIGHT = 1
 
 
 class CgroupUnavailable(Exception):
@@ -147,16 +150,16 @@ class Cgroup:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, memory_mb: int, pids: int, cpus: float) -> Cgroup:
+    def create(cls, memory_mb: int, pids: int, cpus: float, background: bool = False) -> Cgroup:
         mem_m, pids_m = _v1_mount("memory"), _v1_mount("pids")
         if mem_m and pids_m:
-            return cls._create_v1(memory_mb, pids, cpus)
+            return cls._create_v1(memory_mb, pids, cpus, background)
         if _v2_mount():
-            return cls._create_v2(memory_mb, pids, cpus)
+            return cls._create_v2(memory_mb, pids, cpus, background)
         raise CgroupUnavailable("no cgroup hierarchy with the memory and pids controllers is mounted")
 
     @classmethod
-    def _create_v1(cls, memory_mb: int, pids: int, cpus: float) -> Cgroup:
+    def _create_v1(cls, memory_mb: int, pids: int, cpus: float, background: bool = False) -> Cgroup:
         name = PREFIX + uuid.uuid4().hex[:12]
         member = _membership("self")
         made: list[Path] = []
@@ -190,6 +193,8 @@ class Cgroup:
                 period = 100_000
                 _write(found["cpu"] / "cpu.cfs_period_us", str(period))
                 _write(found["cpu"] / "cpu.cfs_quota_us", str(max(1000, int(cpus * period))))
+                if background:
+                    _write(found["cpu"] / "cpu.shares", str(BACKGROUND_SHARES))
                 controllers += ("cpu",)
         except OSError as exc:
             _remove(made)
@@ -201,7 +206,7 @@ class Cgroup:
         return cls(made, [d / "cgroup.procs" for d in made], counters, "cgroup v1", controllers)
 
     @classmethod
-    def _create_v2(cls, memory_mb: int, pids: int, cpus: float) -> Cgroup:
+    def _create_v2(cls, memory_mb: int, pids: int, cpus: float, background: bool = False) -> Cgroup:
         mount = _v2_mount()
         assert mount is not None
         member = _membership("self")
@@ -229,6 +234,8 @@ class Cgroup:
             if (d / "cpu.max").exists():
                 period = 100_000
                 _write(d / "cpu.max", f"{max(1000, int(cpus * period))} {period}")
+                if background:
+                    _write(d / "cpu.weight", str(BACKGROUND_WEIGHT))
                 controllers += ("cpu",)
         except OSError as exc:
             _remove([d])

@@ -1,4 +1,5 @@
-"""`python -m assay.verifiers verify --run RUN [--json]`: the verifier process."""
+"""`python -m assay.verifiers verify --run RUN [--json]`: the verifier process.
+`python -m assay.verifiers warm --run RUN`: its caches built ahead of a submission."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify", help="verify a run's submission and append a signed verdict")
     v.add_argument("--run", required=True)
     v.add_argument("--json", action="store_true", help="print the verdict row as JSON")
+    w = sub.add_parser("warm", help="build the caches a verification of the run will need (lowest CPU priority)")
+    w.add_argument("--run", required=True)
     args = parser.parse_args(argv)
+    if args.cmd == "warm":
+        return _warm(args.run)
     from assay.verifiers.process import verify_run
 
     try:
@@ -31,6 +36,23 @@ def main(argv: list[str] | None = None) -> int:
         for r in p["reasons"]:
             print(f"  - {r}")
     return 0 if row["payload"]["passed"] else 1
+
+
+def _warm(run_id: str) -> int:
+    import os
+    import signal
+
+    from assay.verifiers.process import warm_run
+
+    os.nice(19)  # before any thread exists, so every thread and sandbox process inherits it
+    # Stopped with SIGTERM when the run no longer needs it: unwind, so sandboxes close.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        warm_run(run_id)
+    except UserError as exc:
+        print(f"assay verifier: warm-up: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

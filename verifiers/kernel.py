@@ -202,6 +202,22 @@ class ReferenceRun:
         self.close()
 
 
+def warm_task(task_path: str | Path, criteria: Criteria | str = "kernel-default", backend: str = "auto",
+              cache_dir: Path | None = None) -> None:
+    """Fill the verifier's caches for a task before any candidate exists: the op recorder and
+    torch.compile's inductor cache of the task's Model. The runtime starts this beside the agent,
+    at the lowest CPU priority, so a first verification finds both built (or waits on the lock of
+    one still building) instead of paying for them after the agent is done. Its reference run
+    and inputs are thrown away; nothing of it reaches a verdict."""
+    rt.BACKGROUND["on"] = True
+    try:
+        with prepare_reference(task_path, criteria, backend, cache_dir) as ref:
+            if ref.warming is not None:
+                ref.warming.result()
+    finally:
+        rt.BACKGROUND["on"] = False
+
+
 def _say(progress: Progress | None, stage: str, fraction: float) -> None:
     if progress is not None:
         progress(stage, fraction)
@@ -655,15 +671,25 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
         return ws / "inductor"
     cache = ref.cache_dir / "inductor" / ref.task.sha256[:32]
     stamp, lock = cache / ".filled", cache.parent / f"{cache.name}.lock"
-    with rt.locked(lock):  # another verifier may be writing this entry back
+    # Held through the compile: a second verifier of the task (or the warm-up started beside
+    # the agent) is compiling it already, so wait for that and load, not compile twice.
+    with rt.locked(lock):
         filled = False
         with contextlib.suppress(OSError):
             filled = stamp.read_text() == _warm_stamp()
         rt.copy_tree(cache, ws / "inductor")
-    if filled:
-        ref.compile_warm = {"ok": True, "cached": True}
-        return ws / "inductor"
-    crit, lim = ref.criteria, ref.criteria.limits
+        if filled:
+            ref.compile_warm = {"ok": True, "cached": True}
+            return ws / "inductor"
+        _compile_in_sandbox(ref, ws)
+        rt.copy_tree(ws / "inductor", cache)
+        with contextlib.suppress(OSError):
+            stamp.write_text(_warm_stamp())
+    return ws / "inductor"
+
+
+def _compile_in_sandbox(ref: ReferenceRun, ws: Path) -> None:
+    lim = ref.criteria.limits
     (ws / "home").mkdir(exist_ok=True)
     first = ref.runs[0]
     plan = {"role": "warm", "task": f"{rt.IN_TASK}/task.py", "init_seed": ref.init_seed,
@@ -680,12 +706,7 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
     if not report or not report.get("ok"):
         raise UserError(f"torch.compile of the task's Model failed: {(report or {}).get('error') or res.stderr[-1500:]}",
                         "check that the task compiles with torch.compile on this machine")
-    with rt.locked(lock):
-        rt.copy_tree(ws / "inductor", cache)
-        with contextlib.suppress(OSError):
-            stamp.write_text(_warm_stamp())
     ref.compile_warm = report
-    return ws / "inductor"
 
 
 def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progress: Progress | None) -> None:

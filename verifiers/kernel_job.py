@@ -42,3 +42,13 @@ def verify_submission(*, spec: dict[str, Any], submission: Any, criteria: str,
         "task_hash": out["task_sha256"],
         "candidate_hash": out["candidate_sha256"],
     }
+
+
+def warm(*, spec: dict[str, Any], criteria: str) -> None:
+    """Build what a verification of this run's task will need (kernel.warm_task)."""
+    from assay.verifiers.kernel import warm_task
+
+    task = Path(spec["task_path"])
+    if task.is_file():
+        backend = str((spec.get("job") or {}).get("sandbox", {}).get("backend", "auto"))
+        warm_task(task, load_criteria(criteria), backend=backend)

@@ -23,16 +23,35 @@ from assay.verifiers import signing
 # kind -> "module:function". Kept here, not taken from the agents' registry: the verifier
 # decides for itself which checks a kind gets.
 VERIFIERS = {"kernel": "assay.verifiers.kernel_job:verify_submission"}
+# kind -> what builds that kind's verification caches ahead of a submission (optional).
+WARMERS = {"kernel": "assay.verifiers.kernel_job:warm"}
 
 Progress = Callable[[float, float | None, str | None], None]
 
 
-def _verifier_for(kind: str):
-    target = VERIFIERS.get(kind)
+def _verifier_for(kind: str, table: dict[str, str] = VERIFIERS):
+    target = table.get(kind)
     if target is None:
         raise UserError(f"no verifier for job kind {kind!r}", f"use one of: {', '.join(sorted(VERIFIERS))}")
     module, _, fn = target.partition(":")
     return getattr(importlib.import_module(module), fn)
+
+
+def warm_run(run_id: str, *, ledger: Ledger | None = None) -> None:
+    """Build the caches a verification of this run will need, before there is a submission.
+    Writes nothing to the ledger; a kind without a warmer does nothing."""
+    own = ledger is None
+    ledger = ledger or Ledger.open()
+    try:
+        run = ledger.get_run(run_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r} in the ledger", "check the run id with `assay verdicts`")
+        spec = dict(run.spec or {})
+    finally:
+        if own:
+            ledger.close()
+    if run.kind in WARMERS:
+        _verifier_for(run.kind, WARMERS)(spec=spec, criteria=str(spec.get("criteria") or "kernel-default"))
 
 
 def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress | None = None) -> dict[str, Any]:

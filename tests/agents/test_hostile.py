@@ -21,6 +21,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, Tool
 from scripted_brains import TINY_CANDIDATE, exec_py, responses, text
 
 import assay.verifiers as verifiers_pkg
+from assay.settings import settings
 
 CRITERIA = Path(verifiers_pkg.__file__).parent / "criteria"
 MARK = "AGENT-INSTRUCTION:"
@@ -166,6 +167,10 @@ def test_hostile_brain_forges_nothing_and_every_attempt_is_recorded(home, tmp_pa
     brain = Hostile(plan)
     seen: list = []
     install_brain(monkeypatch, brain, seen=seen)
+    # The verifier's warm-up writes its own cache under ASSAY_HOME; off here, so the digest
+    # below shows any write outside runs/ and the ledger, its cache included.
+    monkeypatch.setenv("ASSAY_VERIFIER_WARM", "0")
+    settings.cache_clear()
     job = load_job(write_job(tmp_path / "job", task_text=task, steps=40))
     outcome = start_run(job)
 
