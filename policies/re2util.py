@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator
 
 import numpy as np
@@ -411,6 +412,13 @@ def _only_char(bits: int, non_ascii: bool) -> str | None:
     """The one lower-cased character a set matches (so `[Aa]` and `(?i)a` both give 'a')."""
     if non_ascii or not bits or bits & _NEWLINE:
         return None  # a literal never holds a line end: windows are measured in lines too
+    if bits & (bits - 1) == 0:  # one bit: the common case, a plain literal character
+        return chr(bits.bit_length() - 1).lower()
+    return _folded_char(bits)
+
+
+@lru_cache(maxsize=4096)
+def _folded_char(bits: int) -> str | None:
     chars = {chr(i).lower() for i in range(128) if bits >> i & 1}
     return chars.pop() if len(chars) == 1 else None
 
