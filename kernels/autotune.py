@@ -74,12 +74,14 @@ def plan_rounds(space: SearchSpace, seeds: list[dict], exact: bool, warm_extra: 
 
 
 def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpace,
-             cache: AutotuneCache | None = None, *, warm_extra: int = 4, round_size: int = 12,
+             cache: AutotuneCache | None = None, *, warm_extra: int = 4, round_size: int = 24,
              reps: int = 7, budget_s: float | None = None, confirm: bool = False, timeout: float = 600,
              progress: Progress | None = None) -> TuneResult:
     """Search `space` for `template` on `task`; seeds from `cache` and records into it.
 
-    budget_s: stop starting new rounds after this many seconds (the best so far stands)."""
+    budget_s: stop starting new rounds after this many seconds (the best so far stands).
+    round_size: configurations per build; each round costs a harness start (a torch import,
+    about 1.5 s here) besides its compile, so the suite's 6-18-configuration spaces take one."""
     start = time.time()
     key = cache_key(template)
     seeds = cache.seeds(key, space) if cache is not None else []
