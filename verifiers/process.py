@@ -8,6 +8,7 @@ chain. It never imports agents or tools, and never imports agent-written code in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 from datetime import datetime, timezone
@@ -37,19 +38,19 @@ def _verifier_for(kind: str, table: dict[str, str] = VERIFIERS):
     return getattr(importlib.import_module(module), fn)
 
 
-def warm_run(run_id: str, *, ledger: Ledger | None = None) -> None:
+def _run_of(ledger: Ledger, run_id: str):
+    run = ledger.get_run(run_id)
+    if run is None:
+        raise UserError(f"no run {run_id!r} in the ledger", "check the run id with `assay verdicts`")
+    return run
+
+
+def warm_run(run_id: str) -> None:
     """Build the caches a verification of this run will need, before there is a submission.
     Writes nothing to the ledger; a kind without a warmer does nothing."""
-    own = ledger is None
-    ledger = ledger or Ledger.open()
-    try:
-        run = ledger.get_run(run_id)
-        if run is None:
-            raise UserError(f"no run {run_id!r} in the ledger", "check the run id with `assay verdicts`")
-        spec = dict(run.spec or {})
-    finally:
-        if own:
-            ledger.close()
+    with contextlib.closing(Ledger.open()) as ledger:
+        run = _run_of(ledger, run_id)
+    spec = dict(run.spec or {})
     if run.kind in WARMERS:
         _verifier_for(run.kind, WARMERS)(spec=spec, criteria=str(spec.get("criteria") or "kernel-default"))
 
@@ -59,9 +60,7 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
     own = ledger is None
     ledger = ledger or Ledger.open()
     try:
-        run = ledger.get_run(run_id)
-        if run is None:
-            raise UserError(f"no run {run_id!r} in the ledger", "check the run id with `assay verdicts`")
+        run = _run_of(ledger, run_id)
         spec = dict(run.spec or {})
         subs = ledger.submissions(run_id)
         sub = subs[-1] if subs else None
