@@ -40,18 +40,32 @@ def main(argv: list[str] | None = None) -> int:
 
 def _warm(run_id: str) -> int:
     import os
+    import shutil
     import signal
+    import tempfile
 
     from assay.verifiers.process import warm_run
 
     os.nice(19)  # before any thread exists, so every thread and sandbox process inherits it
-    # Stopped with SIGTERM when the run no longer needs it: unwind, so sandboxes close.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # Stopped with SIGTERM when the run ends first: at once, not after its compile (the run's
+    # caller waits for this process). Its sandboxes die with it (bwrap --die-with-parent; a
+    # Docker helper exits at its stdin's EOF), its files are all under one folder removed here,
+    # and a half-filled cache entry has no stamp, so the next verification compiles it again.
+    scratch = tempfile.mkdtemp(prefix="assay-verifier-warm-")
+    tempfile.tempdir = scratch
+
+    def stop(*_):
+        shutil.rmtree(scratch, ignore_errors=True)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         warm_run(run_id)
     except UserError as exc:
         print(f"assay verifier: warm-up: {exc}", file=sys.stderr)
         return 2
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 

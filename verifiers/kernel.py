@@ -677,10 +677,12 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
         filled = False
         with contextlib.suppress(OSError):
             filled = stamp.read_text() == _warm_stamp()
-        rt.copy_tree(cache, ws / "inductor")
         if filled:
+            rt.copy_tree(cache, ws / "inductor")
             ref.compile_warm = {"ok": True, "cached": True}
             return ws / "inductor"
+        # No stamp: whatever is there (a warm-up stopped mid-copy) is not read; compile afresh.
+        (ws / "inductor").mkdir(parents=True, exist_ok=True)
         _compile_in_sandbox(ref, ws)
         rt.copy_tree(ws / "inductor", cache)
         with contextlib.suppress(OSError):
