@@ -88,7 +88,7 @@ def verifier_warming(run_id: str, enabled: bool = True):
     submission does not start by building them. Only the verifier's own process writes them;
     the agent sees nothing of it. Stopped when the run no longer needs it."""
     proc = None
-    if enabled:
+    if enabled and settings().verifier_warm:
         try:
             with open(run_dir(run_id) / "verifier-warm.log", "ab") as log:  # outside the workspace
                 proc = subprocess.Popen([sys.executable, "-m", "assay.verifiers", "warm", "--run", run_id],
@@ -108,7 +108,8 @@ def verifier_warming(run_id: str, enabled: bool = True):
                 proc.wait()
 
 
-# How long a warm-up still running when its run ends may take to close its sandboxes.
+# How long a warm-up still running when its run ends may take to exit (it exits at SIGTERM at
+# once; this bounds a process that does not).
 WARM_STOP_S = 20
 
 
@@ -217,7 +218,7 @@ def start_run(job: Job, *, wait: bool = True, on_event: Event | None = None, led
         workspace = prepare_workspace(run.id, job)
         _store_spec(ledger, run.id, job_spec(job, workspace))
         (on_event or _quiet)("run", {"run_id": run.id})
-        with verifier_warming(run.id, enabled=verify is None and wait and settings().verifier_warm):
+        with verifier_warming(run.id, enabled=verify is None and wait):
             return anyio.run(lambda: _drive(run.id, job, ledger, {"step": 0}, wait=wait, on_event=on_event or _quiet,
                                             verify=verify or verify_in_process_of_its_own))
     finally:
@@ -236,7 +237,7 @@ def resume_run(run_id: str, *, wait: bool = True, on_event: Event | None = None,
         if RunStatus(run.status).finished:
             return RunOutcome(run_id, run.status, verdict=_last_verdict(ledger, run_id))
         job = job_from_spec(run.spec)
-        with verifier_warming(run_id, enabled=verify is None and wait and settings().verifier_warm):
+        with verifier_warming(run_id, enabled=verify is None and wait):
             return anyio.run(lambda: _drive(run_id, job, ledger, None, wait=wait, on_event=on_event or _quiet,
                                             verify=verify or verify_in_process_of_its_own))
     finally:

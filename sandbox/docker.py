@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from assay.errors import UserError
 from assay.sandbox.base import SandboxSpec
-from assay.sandbox.cgroups import Counters
+from assay.sandbox.cgroups import BACKGROUND_SHARES, Counters
 from assay.sandbox.protocol import HELPER_SOURCE, ProtocolError
 from assay.sandbox.resident import ResidentSandbox
 from assay.sandbox.toolchain import (
@@ -193,7 +193,7 @@ class DockerSandbox(ResidentSandbox):
             mem_limit=limits.memory_mb << 20,
             memswap_limit=limits.memory_mb << 20,  # no swap: the memory limit is the limit
             nano_cpus=int(cpus * 1e9),
-            cpu_shares=2 if limits.background else None,
+            cpu_shares=BACKGROUND_SHARES if limits.background else None,
             # Counted against the memory limit; capped so a full /tmp is ENOSPC, not an OOM kill.
             tmpfs={"/tmp": f"rw,nosuid,nodev,size={tmpfs_bytes(spec)},mode=1777"},
             ipc_mode="private",

@@ -366,10 +366,8 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
         (work / "candidate").mkdir()
         (work / "candidate" / "candidate.py").write_text(candidate, encoding="utf-8")
         try:
-            # Started by prepare_reference; wasted only when the candidate fails its checks
-            # (the cache keeps it even then).
-            if ref.warming is None and ref.compile_warm is None:
-                ref.warming = ThreadPoolExecutor(1).submit(_compile_warm, ref, None)
+            # The compile warm-up (started by prepare_reference) runs beside the check run; it is
+            # wasted only when the candidate fails its checks (the cache keeps it even then).
             ran = _check_run(ref, checks, metrics, work, cand_sha, progress)
             # Timing only means something for a candidate that is correct and honest so far.
             # (Scan findings do not stop it here: a profile that runs scan failures anyway wants

@@ -29,9 +29,8 @@ def verify_submission(*, spec: dict[str, Any], submission: Any, criteria: str,
         }
     from assay.verifiers.kernel import verify_kernel
 
-    backend = str((spec.get("job") or {}).get("sandbox", {}).get("backend", "auto"))
     candidate = Path(submission.snapshot) / submission.entry
-    report = verify_kernel(task, candidate, crit, backend=backend, progress=progress)
+    report = verify_kernel(task, candidate, crit, backend=_backend(spec), progress=progress)
     out = report.to_json()
     return {
         "passed": out["passed"],
@@ -50,5 +49,9 @@ def warm(*, spec: dict[str, Any], criteria: str) -> None:
 
     task = Path(spec["task_path"])
     if task.is_file():
-        backend = str((spec.get("job") or {}).get("sandbox", {}).get("backend", "auto"))
-        warm_task(task, load_criteria(criteria), backend=backend)
+        warm_task(task, load_criteria(criteria), backend=_backend(spec))
+
+
+def _backend(spec: dict[str, Any]) -> str:
+    """The sandbox backend the run's job names (as the trusted CLI recorded it)."""
+    return str((spec.get("job") or {}).get("sandbox", {}).get("backend", "auto"))

@@ -45,6 +45,10 @@ def _run_of(ledger: Ledger, run_id: str):
     return run
 
 
+def _criteria_of(spec: dict[str, Any]) -> str:
+    return str(spec.get("criteria") or "kernel-default")
+
+
 def warm_run(run_id: str) -> None:
     """Build the caches a verification of this run will need, before there is a submission.
     Writes nothing to the ledger; a kind without a warmer does nothing."""
@@ -52,7 +56,7 @@ def warm_run(run_id: str) -> None:
         run = _run_of(ledger, run_id)
     spec = dict(run.spec or {})
     if run.kind in WARMERS:
-        _verifier_for(run.kind, WARMERS)(spec=spec, criteria=str(spec.get("criteria") or "kernel-default"))
+        _verifier_for(run.kind, WARMERS)(spec=spec, criteria=_criteria_of(spec))
 
 
 def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress | None = None) -> dict[str, Any]:
@@ -68,7 +72,7 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
         done = [v for v in ledger.verdicts(run_id) if v.key == key]
         if done:
             return _row(done[0])
-        criteria = str(spec.get("criteria") or "kernel-default")
+        criteria = _criteria_of(spec)
         result = _verifier_for(run.kind)(spec=spec, submission=sub, criteria=criteria, progress=progress)
         payload = {
             "run_id": run_id,
