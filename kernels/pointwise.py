@@ -166,7 +166,15 @@ def cpp_chain_body(chain: Chain, leaf_expr: dict[int, str], acc: str | None = No
         raise ValueError(o)
 
     for i, op in enumerate(chain.ops):
-        lines.append(f"const vf v{i} = {cpp_op(op, [name(o) for o in op['x']])};")
+        x = op["x"]
+        if op["fn"] == "tanh" and x[0][0] == "V" and chain.ops[int(x[0][1:])]["fn"] == "softplus":
+            # mish's core: one exp instead of softplus' exp and log and tanh's exp (vecmath.h).
+            # The softplus value, when nothing else reads it, is dead code the compiler drops.
+            inner = chain.ops[int(x[0][1:])]
+            v, beta, threshold = (name(o) for o in inner["x"])
+            lines.append(f"const vf v{i} = vtanh_softplus({v}, {beta}[0], {threshold}[0]);")
+            continue
+        lines.append(f"const vf v{i} = {cpp_op(op, [name(o) for o in x])};")
     lines.append(f"return {name(chain.out)};")
     return lines
 

@@ -109,3 +109,19 @@ def test_a_real_task_without_template_ends_in_no_candidate(ksb, task_dir):
         "def get_inputs():\n    return [torch.randn(N, N)]\n\n\ndef get_init_inputs():\n    return []\n")
     res = plan(inspect_task(ksb, task))
     assert isinstance(res, NoTemplate) and "cumsum" in res.reason
+
+
+def test_tanh_of_softplus_renders_as_one_exp():
+    """mish written out (x * tanh(softplus(x))) uses the fused tanh(softplus) of vecmath.h, and the
+    C++ the plan renders says so; softplus alone keeps its own function."""
+    sp = {"op": "softplus", "args": {"input": "%in0", "beta": 1.0, "threshold": 20.0}, "shape": [64, 128], "dtype": "float32"}
+    tanh = {"op": "tanh", "args": {"input": "%n0"}, "shape": [64, 128], "dtype": "float32"}
+    mul = {"op": "mul", "args": {"input": "%in0", "other": "%n1"}, "shape": [64, 128], "dtype": "float32"}
+    from assay.kernels import render
+
+    def body(nodes):
+        p = plan(info(nodes, [X]))[0]
+        return [line.strip() for line in render(p.template, p.space.configs[0]).splitlines() if "const vf v" in line]
+
+    assert body([sp, tanh, mul])[1:] == ["const vf v1 = vtanh_softplus(x0, c0[0], c1[0]);", "const vf v2 = (x0 * v1);"]
+    assert body([sp]) == ["const vf v0 = vsoftplus(x0, c0[0], c1[0]);"]

@@ -57,3 +57,64 @@ def test_vexp_matches_double_exp_everywhere(tmp_path, flags):
     assert int(bad) == 0, "exp's edges (0 below the range, inf above, NaN through) are wrong"
     # A few ulp: far inside fp32's 1e-4 tolerance, and tight enough to catch a wrong coefficient.
     assert float(worst) < 5e-7, f"relative error {worst} at vector width {width}"
+
+
+ACTIVATIONS = r"""
+#include "vecmath.h"
+#include <cmath>
+#include <cstdio>
+static double softplus(double x, double beta, double thr) { return beta * x > thr ? x : std::log1p(std::exp(beta * x)) / beta; }
+static double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+// Worst error over [lo, hi): absolute below 1, relative above (allclose's atol and rtol in one).
+#define SWEEP(NAME, EXPR, REF, LO, HI) { double worst = 0; \
+  for (double x0 = LO; x0 < HI; x0 += (HI - LO) / 4e5) { \
+    float v[VW]; for (int i = 0; i < VW; ++i) v[i] = (float)x0 + i * 3e-6f; \
+    vf x = vload(v); vf r = EXPR; \
+    for (int i = 0; i < VW; ++i) { double xd = v[i], want = REF, got = r[i]; \
+      double err = std::fabs(got - want) / std::fmax(1.0, std::fabs(want)); \
+      if (!(err <= worst)) worst = err; } } \
+  std::printf("%s %.3e\n", NAME, worst); }
+static int edge(float x, float got, double want) {
+  // Infinities, NaN and zeros exactly; a finite non-zero value to an ulp (tanh(softplus(inf)) is 1 - 2^-24).
+  bool ok = std::isnan(want) ? std::isnan(got) : (std::isinf(want) || want == 0) ? got == (float)want : std::fabs(got / want - 1) < 1.2e-7;
+  return ok ? 0 : (std::printf("edge %g: %.9g, want %.9g\n", x, got, want), 1);
+}
+int main() {
+  SWEEP("softplus", vsoftplus(x, 1.f, 20.f), softplus(xd, 1, 20), -120., 120.)
+  SWEEP("softplus_beta", vsoftplus(x, 2.5f, 7.f), softplus(xd, 2.5, 7), -60., 60.)
+  SWEEP("tanh_softplus", vtanh_softplus(x, 1.f, 20.f), std::tanh(softplus(xd, 1, 20)), -120., 120.)
+  SWEEP("tanh_softplus_beta", vtanh_softplus(x, 0.5f, 20.f), std::tanh(softplus(xd, 0.5, 20)), -60., 60.)
+  SWEEP("mish", vmish(x), xd * std::tanh(softplus(xd, 1, 20)), -120., 120.)
+  SWEEP("erf", verf(x), std::erf(xd), -8., 8.)
+  SWEEP("gelu", vgelu(x), gelu(xd), -12., 12.)
+  int bad = 0;
+  const float specials[] = {-INFINITY, INFINITY, NAN, 0.f, -0.f};
+  for (float s : specials) {
+    vf x = vsplat(s);
+    bad += edge(s, vsoftplus(x, 1.f, 20.f)[0], softplus(s, 1, 20));
+    bad += edge(s, vmish(x)[0], s == INFINITY ? INFINITY : s * std::tanh(softplus(s, 1, 20)));
+    bad += edge(s, verf(x)[0], std::erf(s));
+    bad += edge(s, vtanh_softplus(x, 1.f, 20.f)[0], std::tanh(softplus(s, 1, 20)));
+  }
+  std::printf("bad %d\n", bad);
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to build the cpp templates")
+@pytest.mark.parametrize("flags", [[], ["-mno-avx512f"]], ids=["native", "no-avx512"])
+def test_activations_match_double_precision(tmp_path, flags):
+    """softplus (any beta), the fused tanh(softplus) behind mish, and the rational erf behind gelu:
+    a few ulp over their whole useful range, and the reference's values at inf, NaN and +-0."""
+    src = tmp_path / "a.cpp"
+    src.write_text(ACTIVATIONS)
+    exe = tmp_path / ("a" + "".join(f.replace("-", "_") for f in flags))
+    res = subprocess.run(["g++", "-O2", "-march=native", *flags, "-ffp-contract=fast", "-fno-math-errno", "-fopenmp",
+                          "-I", str(VECMATH.parent), str(src), "-o", str(exe)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
+    worst = {line.split()[0]: float(line.split()[1]) for line in out if line and not line.startswith(("bad", "edge"))}
+    assert out[-2] == "bad 0" or out[-1] == "bad 0", [line for line in out if line.startswith("edge")]
+    assert set(worst) == {"softplus", "softplus_beta", "tanh_softplus", "tanh_softplus_beta", "mish", "erf", "gelu"}
+    too_far = {k: v for k, v in worst.items() if not v < 2e-6}
+    assert not too_far, too_far
