@@ -29,12 +29,15 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import importlib
 import json
+import os
 import random
 import secrets
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -55,7 +58,7 @@ from assay.verifiers.kernel_judge import (
     scaling,
     unwritten,
 )
-from assay.verifiers.kernel_scan import SCAN_CHECKS, scan_candidate
+from assay.verifiers.kernel_scan import SCAN_CHECKS, scan_candidate, tensor_names
 
 VERIFIER = "assay.verifiers.kernel/1"
 Progress = Callable[[str, float], None]
@@ -211,6 +214,7 @@ def warm_task(task_path: str | Path, criteria: Criteria | str = "kernel-default"
     and inputs are thrown away; nothing of it reaches a verdict."""
     rt.BACKGROUND["on"] = True
     try:
+        tensor_names()  # saved for the scan, which then need not import torch
         with prepare_reference(task_path, criteria, backend, cache_dir) as ref:
             if ref.warming is not None:
                 ref.warming.result()
@@ -232,6 +236,9 @@ def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-
     task = inspect_task(source, crit, task_path)
     cache_dir = Path(cache_dir) if cache_dir else rt.default_cache_dir()
     _say(progress, "op recorder", 0.02)
+    # Comparing outputs needs torch in this process (1.7 s to import): it loads while the
+    # reference runs in its sandbox instead of after the check run.
+    threading.Thread(target=importlib.import_module, args=("safetensors.torch",), daemon=True).start()
     root = Path(tempfile.mkdtemp(prefix="assay-kernel-verify-"))
     # The op recorder (a g++ build the first time) and the reference run need each other's
     # nothing: on two cores they overlap.
@@ -362,21 +369,30 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
     if not checks.all_passed() and crit.scan.stop_on_failure:
         return _finish(checks, metrics, ref.task.sha256, cand_sha, crit, ref.backend)
     work = Path(tempfile.mkdtemp(prefix="cand-", dir=ref.root))
+    pool = ThreadPoolExecutor(1)
+    timing = None
     try:
         (work / "candidate").mkdir()
         (work / "candidate" / "candidate.py").write_text(candidate, encoding="utf-8")
         try:
-            # The compile warm-up (started by prepare_reference) runs beside the check run; it is
-            # wasted only when the candidate fails its checks (the cache keeps it even then).
+            # The compile warm-up (started by prepare_reference) and the timing sandbox's
+            # reference load run beside the check run; both are wasted only when the candidate
+            # fails its checks (the compile cache keeps its part even then).
+            timing = _start_timing(ref, work, pool)
             ran = _check_run(ref, checks, metrics, work, cand_sha, progress)
             # Timing only means something for a candidate that is correct and honest so far.
             # (Scan findings do not stop it here: a profile that runs scan failures anyway wants
             # to see every runtime check, timing's included.)
             if ran and all(c.passed for c in checks.list() if c.name not in SCAN_CHECKS):
-                _timing(ref, checks, metrics, work, progress)
+                _timing(ref, checks, metrics, work, timing, progress)
         except SandboxError as exc:
             checks.fail("no_crash", f"the sandbox failed: {exc}")
     finally:
+        if timing is not None and not timing.done.done():
+            timing.release(False)
+        if timing is not None:
+            timing.done.exception()  # its sandbox is closed before its folder goes
+        pool.shutdown()
         shutil.rmtree(work, ignore_errors=True)
     if ref.shapes_note:
         metrics["other_shapes_note"] = ref.shapes_note
@@ -709,15 +725,37 @@ def _compile_in_sandbox(ref: ReferenceRun, ws: Path) -> None:
     ref.compile_warm = report
 
 
-def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progress: Progress | None) -> None:
-    crit, lim, tm = ref.criteria, ref.criteria.limits, ref.criteria.timing
-    _say(progress, "compiling the torch.compile baseline", 0.5)
-    warm = ref.warming.result() if ref.warming is not None else _compile_warm(ref, progress)
+@dataclass
+class _TimingRun:
+    """A timing sandbox started before the checks end (see _start_timing)."""
+
+    ws: Path
+    done: Future  # -> (result, ExecResult, monotonic time the exec ended)
+    released: float = 0.0
+
+    def release(self, go: bool) -> None:
+        """Let the supervisor start the candidate ("go"), or tell it the checks failed ("stop")."""
+        tmp = self.ws / ".gate"
+        tmp.write_text("go" if go else "stop")
+        os.replace(tmp, self.ws / "gate")
+        self.released = time.monotonic()
+
+
+def _start_timing(ref: ReferenceRun, work: Path, pool: ThreadPoolExecutor) -> _TimingRun:
+    """Open the timing sandbox now and let its supervisor load the reference and torch.compile's
+    baseline (seconds of imports and tracing) while the candidate is checked in its own sandbox.
+    The candidate is started only after `release(True)`, so nothing of it runs beside the checks
+    and nothing is timed unless they pass."""
     ws = work / "timing"
     for sub in ("audit", "audit-ref", "home", "refhome"):
         (ws / sub).mkdir(parents=True)
+    return _TimingRun(ws, pool.submit(_timing_exec, ref, work, ws))
+
+
+def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
+    crit, lim, tm = ref.criteria, ref.criteria.limits, ref.criteria.timing
+    warm = ref.warming.result() if ref.warming is not None else _compile_warm(ref, None)
     rt.copy_tree(warm, ws / "inductor")
-    rt.copy_tree(work / "check" / "ext", ws / "ext")
     first = ref.runs[0]
     common = {"init_seed": ref.init_seed, "init_args": first["init_args"],
               "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors", "inputs": first["inputs"],
@@ -727,6 +765,8 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
     (ws / "refhome" / "tmp").mkdir()
     ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TMPDIR=f"{rt.WORKDIR}/refhome/tmp",
                           TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
+    # The checks it waits for: the check run's own limit, and comparing its outputs.
+    gate_s = lim.import_timeout_s + len(ref.runs) * (lim.forward_timeout_s + crit.settle.seconds + 5) + 120
     plan = {
         "mode": "time",
         "reference": rt.worker_spec(ref_plan, ref_env),
@@ -736,20 +776,33 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
         "warmup_iters": tm.warmup_iters, "limits": _limits(crit), "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(),
         "audit_candidate": f"{rt.WORKDIR}/audit/candidate.safetensors",
         "audit_reference": f"{rt.WORKDIR}/audit-ref/reference.safetensors",
+        "gate": f"{rt.WORKDIR}/gate", "gate_timeout_s": gate_s,
+        "ext_seed": f"{rt.WORKDIR}/ext-seed", "ext_dir": f"{rt.WORKDIR}/ext",
     }
     per_round = tm.target_round_s * 3 * 4 + 1
-    timeout = 2 * lim.import_timeout_s + tm.rounds * per_round + 4 * lim.forward_timeout_s * (tm.warmup_iters + 2) + 120
-    _say(progress, "timing eager, torch.compile and the candidate", 0.65)
+    timeout = gate_s + 2 * lim.import_timeout_s + tm.rounds * per_round + 4 * lim.forward_timeout_s * (tm.warmup_iters + 2) + 120
     binds = _candidate_binds(ref, work)
     binds[rt.IN_TASK] = ref.root / "task"
     sandbox = rt.open_verification_sandbox(ws, binds, rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
                                            ref.backend)
     try:
-        started = time.monotonic()
         result, res = rt.run_supervised(sandbox, plan, timeout, _candidate_env())
-        host_wall = time.monotonic() - started
+        return result, res, time.monotonic()
     finally:
         sandbox.close()
+
+
+def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _TimingRun,
+            progress: Progress | None) -> None:
+    crit, tm = ref.criteria, ref.criteria.timing
+    _say(progress, "timing eager, torch.compile and the candidate", 0.65)
+    # The candidate's extension as the check run built it (the sandbox sees the folder live;
+    # its supervisor copies it to ext/ before starting the candidate).
+    rt.copy_tree(work / "check" / "ext", run.ws / "ext-seed")
+    run.release(True)
+    result, res, ended = run.done.result()
+    # Every timed window lies after the release: the exec's time from there bounds their sum.
+    host_wall = ended - run.released
     if not judge_lifecycle(checks, result, res, "timing"):
         return
     log = [e for e in result.get("log") or [] if isinstance(e, dict)]
@@ -762,7 +815,7 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
         checks.fail("harness_integrity", "while timed: " + "; ".join(map(str, report["integrity"][:8])))
     if report.get("compilers"):
         checks.fail("no_torch_compute", "while timed, the candidate ran torch's compiler")
-    _audit(ref, checks, ws, result, report)
+    _audit(ref, checks, run.ws, result, report)
 
     times = {s: median_per_iter(log, s) for s in ("eager", "compiled", "copy", "candidate")}
     t_eager, t_comp, t_copy, t_cand = (times[s][0] for s in ("eager", "compiled", "copy", "candidate"))
@@ -784,7 +837,7 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
         checks.fail("timing_integrity", "; ".join(problems))
     else:
         checks.ok("timing_integrity", f"supervisor clock, interleaved rounds, 3n/n = {ratio:.2f} CPU, {wall_ratio:.2f} wall")
-    min_bytes = int(first["min_bytes"])
+    min_bytes = int(ref.runs[0]["min_bytes"])
     copy_bytes = int(result.get("copy_bytes") or min_bytes)
     t_copy_task = t_copy * min_bytes / max(copy_bytes, 1)
     bound = t_copy_task / crit.roofline.slack
@@ -806,6 +859,7 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
         "rounds": {s: [[int(e["n"]), round(1e3 * float(e["wall_s"]), 3), round(1e3 * float(e["cpu_s"]), 3)]
                        for e in times[s][1]] for s in times},
         "timing_wall_s": round(res.duration_s, 3),
+        "timing_phases_s": _phases(result.get("phase_s")),
     })
     if t_cand < bound:
         checks.fail("roofline", f"{t_cand * 1e3:.3f} ms per call is faster than copying the task's {min_bytes} bytes "
@@ -815,6 +869,15 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, progre
     need = crit.speed.min_speedup_vs_eager
     checks.set("speed", speed_eager >= need,
                f"{speed_eager:.3f}x eager, {speed_comp:.3f}x torch.compile (need >= {need}x eager)")
+
+
+def _phases(found) -> dict[str, float]:
+    """The supervisor's seconds per phase, as far as they are well-formed (the figures inform; no
+    check reads them)."""
+    if not isinstance(found, dict):
+        return {}
+    return {str(k)[:64]: round(float(v), 3) for k, v in list(found.items())[:32]
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: dict) -> None:

@@ -18,6 +18,9 @@ Each finding belongs to one check:
 from __future__ import annotations
 
 import ast
+import contextlib
+import json
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -92,10 +95,30 @@ def _plain_type_methods() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
-def _tensor_names() -> frozenset[str]:
+def tensor_names() -> frozenset[str]:
+    """dir(torch.Tensor), kept per torch version in the verifier's cache: importing torch into
+    the verifier's own process takes 1.7 s here, and the scan comes first in a verification."""
+    from importlib.metadata import version
+
+    from assay.verifiers.kernel_runtime import default_cache_dir
+
+    torch_version = version("torch")
+    path = default_cache_dir() / "tensor-names.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("torch") == torch_version and isinstance(saved.get("names"), list):
+            return frozenset(str(n) for n in saved["names"])
+    except (OSError, ValueError, AttributeError):
+        pass
     import torch
 
-    return frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
+    names = frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"torch": torch_version, "names": sorted(names)}), encoding="utf-8")
+        os.replace(tmp, path)
+    return names
 
 
 def _dotted(node: ast.AST) -> list[str] | None:
@@ -253,7 +276,7 @@ class Scanner(ast.NodeVisitor):
         name = node.attr
         if self.exempt_depth or name in self.c.allowed_tensor_methods or name.startswith("is_"):
             return
-        if name in _tensor_names() and name not in _plain_type_methods():
+        if name in tensor_names() and name not in _plain_type_methods():
             self.add("source_no_torch_compute", node, f"calls the tensor method .{name}")
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -303,7 +326,7 @@ class Scanner(ast.NodeVisitor):
         full = self._resolve(target) if target else None
         if full is not None:
             self._judge_path(full + [attr], node)
-        elif not self.exempt_depth and attr in _tensor_names() and attr not in self.c.allowed_tensor_methods:
+        elif not self.exempt_depth and attr in tensor_names() and attr not in self.c.allowed_tensor_methods:
             self.add("source_no_torch_compute", node, f"getattr(..., {attr!r}) reaches a tensor method")
         if attr.startswith("__"):
             self.add("source_no_dynamic_code", node, f"getattr(..., {attr!r})")
@@ -367,7 +390,7 @@ def _strip_cpp_comments(text: str) -> str:
 def scan_cpp(texts: list[tuple[int, str]], criteria: Criteria) -> list[Finding]:
     findings: list[Finding] = []
     allowed = set(criteria.scan.allowed_cpp)
-    methods = _tensor_names() - set(criteria.scan.allowed_tensor_methods) - _plain_type_methods()
+    methods = tensor_names() - set(criteria.scan.allowed_tensor_methods) - _plain_type_methods()
     for line, raw in texts:
         text = _strip_cpp_comments(raw)
         for m in re.finditer(r"\b(at|torch|c10)\s*::\s*(\w+)", text):

@@ -71,3 +71,29 @@ def test_runtime_check_rejects_on_its_own(name, runtime_reference, need):
         assert all(report.check(n).passed for n in SCAN_CHECKS), report.reasons
     if want.get("timed"):
         assert "speedup_vs_eager" in report.metrics and "speedup_vs_compile" in report.metrics
+
+
+@pytest.mark.slow
+def test_timing_sandbox_starts_no_candidate_until_the_checks_pass(runtime_reference, need, tmp_path):
+    """The timing sandbox is opened while the candidate is checked elsewhere (its reference loads
+    meanwhile). Told "stop", its supervisor ends at once, even mid-load, and the candidate never
+    ran there: a candidate that fails its checks is never timed."""
+    import shutil
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from assay.verifiers.kernel import _start_timing
+
+    ref, detail = runtime_reference
+    need(ref is not None, detail)
+    work = Path(tempfile.mkdtemp(prefix="gate-", dir=ref.root))
+    (work / "candidate").mkdir()
+    shutil.copy(HERE / "honest" / "softmax_omp.py", work / "candidate" / "candidate.py")
+    with ThreadPoolExecutor(1) as pool:
+        run = _start_timing(ref, work, pool)
+        run.release(False)
+        result, res, _ = run.done.result()
+    assert result is not None, res.stderr[-2000:]
+    assert result["stop"]["why"] == "gate" and result["stop"]["who"] == "verifier", result["stop"]
+    assert "candidate" not in (result.get("workers") or {}), result.get("workers")
+    assert "import" not in result.get("phase_s", {}), result.get("phase_s")
