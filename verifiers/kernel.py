@@ -183,6 +183,9 @@ class ReferenceRun:
     opwatch_dir: Path | None
     compile_warm: dict | None = None
     warming: Future | None = None  # the compile warm-up, started once the reference has run
+    # Wall seconds of this verification's stages (metrics.verifier_phases_s): where a slow
+    # verdict spent its time.
+    phase_s: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)
 
     @property
@@ -213,13 +216,25 @@ def warm_task(task_path: str | Path, criteria: Criteria | str = "kernel-default"
     one still building) instead of paying for them after the agent is done. Its reference run
     and inputs are thrown away; nothing of it reaches a verdict."""
     rt.BACKGROUND["on"] = True
+    crit = load_criteria(criteria) if isinstance(criteria, str) else criteria
+    task = inspect_task(read_source(task_path, "task"), crit, task_path)
+    cache_dir = Path(cache_dir) if cache_dir else rt.default_cache_dir()
+    root = Path(tempfile.mkdtemp(prefix="assay-kernel-warm-"))
     try:
-        tensor_names()  # saved for the scan, which then need not import torch
-        with prepare_reference(task_path, criteria, backend, cache_dir) as ref:
-            if ref.warming is not None:
-                ref.warming.result()
+        # No reference run: the compile starts at once, from the task's own inputs, while the
+        # op recorder builds; the scan's torch names are saved meanwhile.
+        with ThreadPoolExecutor(1) as pool:
+            opwatch = pool.submit(rt.opwatch_library, cache_dir, backend)
+            tensor_names()
+            (root / "task").mkdir()
+            (root / "task" / "task.py").write_text(task.source, encoding="utf-8")
+            (root / "reference" / "inputs").mkdir(parents=True)
+            ref = ReferenceRun(Path(task_path), task, crit, backend, cache_dir, root, secrets.randbits(62), [], "", None)
+            _compile_warm(ref, None)
+            opwatch.result()
     finally:
         rt.BACKGROUND["on"] = False
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _say(progress: Progress | None, stage: str, fraction: float) -> None:
@@ -246,11 +261,15 @@ def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-
     with ThreadPoolExecutor(1) as pool:
         opwatch = pool.submit(rt.opwatch_library, cache_dir, backend)
         try:
+            started = time.monotonic()
             ref = _reference(Path(task_path), task, crit, backend, cache_dir, root, None, progress)
+            ref.phase_s["reference"] = round(time.monotonic() - started, 3)
             # The compile warm-up needs only the reference's inputs: it takes the core the
             # reference run leaves while the op recorder builds.
             ref.warming = ThreadPoolExecutor(1).submit(_compile_warm, ref, None)
+            started = time.monotonic()
             ref.opwatch_dir = opwatch.result()
+            ref.phase_s["op_recorder_wait"] = round(time.monotonic() - started, 3)
             return ref
         except BaseException:
             opwatch.cancel()
@@ -368,6 +387,8 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
     metrics: dict = {}
     if not checks.all_passed() and crit.scan.stop_on_failure:
         return _finish(checks, metrics, ref.task.sha256, cand_sha, crit, ref.backend)
+    for stage in ("check", "compile_wait", "timing_after_checks"):  # this candidate's own
+        ref.phase_s.pop(stage, None)
     work = Path(tempfile.mkdtemp(prefix="cand-", dir=ref.root))
     pool = ThreadPoolExecutor(1)
     timing = None
@@ -379,7 +400,9 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
             # reference load run beside the check run; both are wasted only when the candidate
             # fails its checks (the compile cache keeps its part even then).
             timing = _start_timing(ref, work, pool)
+            started = time.monotonic()
             ran = _check_run(ref, checks, metrics, work, cand_sha, progress)
+            ref.phase_s["check"] = round(time.monotonic() - started, 3)
             # Timing only means something for a candidate that is correct and honest so far.
             # (Scan findings do not stop it here: a profile that runs scan failures anyway wants
             # to see every runtime check, timing's included.)
@@ -396,6 +419,7 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
         shutil.rmtree(work, ignore_errors=True)
     if ref.shapes_note:
         metrics["other_shapes_note"] = ref.shapes_note
+    metrics["verifier_phases_s"] = dict(ref.phase_s)
     _say(progress, "done", 1.0)
     return _finish(checks, metrics, ref.task.sha256, cand_sha, crit, ref.backend)
 
@@ -707,10 +731,11 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
 def _compile_in_sandbox(ref: ReferenceRun, ws: Path) -> None:
     lim = ref.criteria.limits
     (ws / "home").mkdir(exist_ok=True)
-    first = ref.runs[0]
-    plan = {"role": "warm", "task": f"{rt.IN_TASK}/task.py", "init_seed": ref.init_seed,
-            "init_args": first["init_args"], "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors",
-            "inputs": first["inputs"]}
+    plan = {"role": "warm", "task": f"{rt.IN_TASK}/task.py", "init_seed": ref.init_seed}
+    if ref.runs:
+        first = ref.runs[0]
+        plan.update(init_args=first["init_args"], inputs_file=f"{rt.IN_INPUTS}/run_{first['id']}.safetensors",
+                    inputs=first["inputs"])
     timeout = lim.import_timeout_s
     sandbox = rt.open_verification_sandbox(
         ws, {rt.IN_HARNESS: rt.harness_dir(), rt.IN_TASK: ref.root / "task", rt.IN_INPUTS: ref.inputs_dir},
@@ -754,7 +779,9 @@ def _start_timing(ref: ReferenceRun, work: Path, pool: ThreadPoolExecutor) -> _T
 
 def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
     crit, lim, tm = ref.criteria, ref.criteria.limits, ref.criteria.timing
+    started = time.monotonic()
     warm = ref.warming.result() if ref.warming is not None else _compile_warm(ref, None)
+    ref.phase_s["compile_wait"] = round(time.monotonic() - started, 3)
     rt.copy_tree(warm, ws / "inductor")
     first = ref.runs[0]
     common = {"init_seed": ref.init_seed, "init_args": first["init_args"],
@@ -803,6 +830,7 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     result, res, ended = run.done.result()
     # Every timed window lies after the release: the exec's time from there bounds their sum.
     host_wall = ended - run.released
+    ref.phase_s["timing_after_checks"] = round(host_wall, 3)
     if not judge_lifecycle(checks, result, res, "timing"):
         return
     log = [e for e in result.get("log") or [] if isinstance(e, dict)]

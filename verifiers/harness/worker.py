@@ -215,8 +215,14 @@ def role_warm(plan: dict) -> dict:
     torch.set_grad_enabled(False)
     task = load_module(plan["task"], "assay_task", {})
     torch.manual_seed(plan["init_seed"])
-    model = task.Model(*plan["init_args"])
-    args = load_inputs(plan["inputs_file"], plan["inputs"])
+    if plan.get("inputs_file"):
+        model = task.Model(*plan["init_args"])
+        args = load_inputs(plan["inputs_file"], plan["inputs"])
+    else:
+        # The warm-up beside the agent has no reference run: the task's own inputs have the
+        # shapes and dtypes the verification's first run will have, which is what the cache keys on.
+        model = task.Model(*task.get_init_inputs())
+        args = list(task.get_inputs())
     started = time.monotonic()
     compiled = torch.compile(model)
     out = compiled(*args)
