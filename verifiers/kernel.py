@@ -58,7 +58,7 @@ from assay.verifiers.kernel_judge import (
     scaling,
     unwritten,
 )
-from assay.verifiers.kernel_scan import SCAN_CHECKS, scan_candidate, tensor_names
+from assay.verifiers.kernel_scan import SCAN_CHECKS, save_tensor_names, scan_candidate
 
 VERIFIER = "assay.verifiers.kernel/1"
 Progress = Callable[[str, float], None]
@@ -225,7 +225,7 @@ def warm_task(task_path: str | Path, criteria: Criteria | str = "kernel-default"
         # op recorder builds; the scan's torch names are saved meanwhile.
         with ThreadPoolExecutor(1) as pool:
             opwatch = pool.submit(rt.opwatch_library, cache_dir, backend)
-            tensor_names()
+            save_tensor_names()
             (root / "task").mkdir()
             (root / "task" / "task.py").write_text(task.source, encoding="utf-8")
             (root / "reference" / "inputs").mkdir(parents=True)
@@ -252,8 +252,9 @@ def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-
     cache_dir = Path(cache_dir) if cache_dir else rt.default_cache_dir()
     _say(progress, "op recorder", 0.02)
     # Comparing outputs needs torch in this process (1.7 s to import): it loads while the
-    # reference runs in its sandbox instead of after the check run.
-    threading.Thread(target=importlib.import_module, args=("safetensors.torch",), daemon=True).start()
+    # reference runs in its sandbox instead of after the check run (and the next scan on this
+    # machine finds torch's tensor names saved).
+    threading.Thread(target=_load_torch, daemon=True).start()
     root = Path(tempfile.mkdtemp(prefix="assay-kernel-verify-"))
     # The op recorder (a g++ build the first time) and the reference run need each other's
     # nothing: on two cores they overlap.
@@ -277,6 +278,11 @@ def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-
                 ref.warming.exception()  # its sandbox writes under root
             shutil.rmtree(root, ignore_errors=True)
             raise
+
+
+def _load_torch() -> None:
+    importlib.import_module("safetensors.torch")
+    save_tensor_names()
 
 
 def _reference(task_path, task, crit, backend, cache_dir, root, opwatch_dir, progress) -> ReferenceRun:

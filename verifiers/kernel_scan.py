@@ -24,6 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from assay.verifiers.criteria import Criteria
 
@@ -94,16 +95,20 @@ def _plain_type_methods() -> frozenset[str]:
     return frozenset(names)
 
 
-@lru_cache(maxsize=1)
-def tensor_names() -> frozenset[str]:
-    """dir(torch.Tensor), kept per torch version in the verifier's cache: importing torch into
-    the verifier's own process takes 1.7 s here, and the scan comes first in a verification."""
+def _names_file() -> tuple[str, Path]:
     from importlib.metadata import version
 
     from assay.verifiers.kernel_runtime import default_cache_dir
 
-    torch_version = version("torch")
-    path = default_cache_dir() / "tensor-names.json"
+    return version("torch"), default_cache_dir() / "tensor-names.json"
+
+
+@lru_cache(maxsize=1)
+def tensor_names() -> frozenset[str]:
+    """dir(torch.Tensor). Importing torch into the verifier's own process takes 1.7 s here and
+    the scan comes first in a verification, so the names are read from the verifier's cache when
+    `save_tensor_names` put them there for this torch (the warm-up beside the agent does)."""
+    torch_version, path = _names_file()
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("torch") == torch_version and isinstance(saved.get("names"), list):
@@ -112,13 +117,20 @@ def tensor_names() -> frozenset[str]:
         pass
     import torch
 
-    names = frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
+    return frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
+
+
+def save_tensor_names() -> None:
+    """Keep dir(torch.Tensor) in the verifier's cache for later scans (imports torch here)."""
+    import torch
+
+    torch_version, path = _names_file()
+    names = sorted(n for n in dir(torch.Tensor) if not n.startswith("__"))
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"torch": torch_version, "names": sorted(names)}), encoding="utf-8")
+        tmp.write_text(json.dumps({"torch": torch_version, "names": names}), encoding="utf-8")
         os.replace(tmp, path)
-    return names
 
 
 def _dotted(node: ast.AST) -> list[str] | None:

@@ -41,6 +41,28 @@ EXPECTED_CALLS = {
 }
 
 
+def verifier_of(parent: int) -> int | None:
+    """The pid of `python -m assay.verifiers verify` started by `parent`, if it is running."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"assay.verifiers" in argv and b"verify" in argv:
+            return int(entry.name)
+    return None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def kill9(proc) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -96,8 +118,12 @@ def test_kill_between_steps_mid_tool_call_and_mid_verify_then_resume(home, tmp_p
         p = resume(run_id, tmp_path / "resume2.log")
         procs.append(p)
         wait_for(lambda: run_row(run_id).status == "verifying", timeout=180, what="verifying")
-        time.sleep(1.5)
+        # Frozen, the verifier cannot finish first however fast it is; SIGKILL (its PDEATHSIG)
+        # reaches a stopped process all the same.
+        verifier = wait_for(lambda: verifier_of(p.pid), every=0.01, what="the verifier process")
+        os.kill(verifier, signal.SIGSTOP)
         kill9(p)
+        wait_for(lambda: not Path(f"/proc/{verifier}").exists() or _zombie(verifier), what="the verifier to die with the run")
         assert rows(run_id)["verdicts"] == []  # the verifier died with the run
 
         # The last resume finishes it.
