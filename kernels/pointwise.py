@@ -167,10 +167,10 @@ def cpp_chain_body(chain: Chain, leaf_expr: dict[int, str], acc: str | None = No
 
     for i, op in enumerate(chain.ops):
         x = op["x"]
-        if op["fn"] == "tanh" and x[0][0] == "V" and chain.ops[int(x[0][1:])]["fn"] == "softplus":
+        inner = chain.ops[int(x[0][1:])] if op["fn"] == "tanh" and x[0][0] == "V" else None
+        if inner is not None and inner["fn"] == "softplus":
             # mish's core: one exp instead of softplus' exp and log and tanh's exp (vecmath.h).
             # The softplus value, when nothing else reads it, is dead code the compiler drops.
-            inner = chain.ops[int(x[0][1:])]
             v, beta, threshold = (name(o) for o in inner["x"])
             lines.append(f"const vf v{i} = vtanh_softplus({v}, {beta}[0], {threshold}[0]);")
             continue

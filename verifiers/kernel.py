@@ -213,8 +213,8 @@ def warm_task(task_path: str | Path, criteria: Criteria | str = "kernel-default"
     """Fill the verifier's caches for a task before any candidate exists: the op recorder and
     torch.compile's inductor cache of the task's Model. The runtime starts this beside the agent,
     at the lowest CPU priority, so a first verification finds both built (or waits on the lock of
-    one still building) instead of paying for them after the agent is done. Its reference run
-    and inputs are thrown away; nothing of it reaches a verdict."""
+    one still building) instead of paying for them after the agent is done. It compiles from the
+    task's own inputs (no reference run, no secret inputs); nothing of it reaches a verdict."""
     rt.BACKGROUND["on"] = True
     crit = load_criteria(criteria) if isinstance(criteria, str) else criteria
     task = inspect_task(read_source(task_path, "task"), crit, task_path)
@@ -226,8 +226,7 @@ def warm_task(task_path: str | Path, criteria: Criteria | str = "kernel-default"
         with ThreadPoolExecutor(1) as pool:
             opwatch = pool.submit(rt.opwatch_library, cache_dir, backend)
             save_tensor_names()
-            (root / "task").mkdir()
-            (root / "task" / "task.py").write_text(task.source, encoding="utf-8")
+            _task_folder(root, task)
             (root / "reference" / "inputs").mkdir(parents=True)
             ref = ReferenceRun(Path(task_path), task, crit, backend, cache_dir, root, secrets.randbits(62), [], "", None)
             _compile_warm(ref, None)
@@ -262,15 +261,14 @@ def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-
     with ThreadPoolExecutor(1) as pool:
         opwatch = pool.submit(rt.opwatch_library, cache_dir, backend)
         try:
-            started = time.monotonic()
-            ref = _reference(Path(task_path), task, crit, backend, cache_dir, root, None, progress)
-            ref.phase_s["reference"] = round(time.monotonic() - started, 3)
+            with _stage(phases := {}, "reference"):
+                ref = _reference(Path(task_path), task, crit, backend, cache_dir, root, None, progress)
+            ref.phase_s.update(phases)
             # The compile warm-up needs only the reference's inputs: it takes the core the
             # reference run leaves while the op recorder builds.
             ref.warming = ThreadPoolExecutor(1).submit(_compile_warm, ref, None)
-            started = time.monotonic()
-            ref.opwatch_dir = opwatch.result()
-            ref.phase_s["op_recorder_wait"] = round(time.monotonic() - started, 3)
+            with _stage(ref.phase_s, "op_recorder_wait"):
+                ref.opwatch_dir = opwatch.result()
             return ref
         except BaseException:
             opwatch.cancel()
@@ -280,16 +278,29 @@ def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-
             raise
 
 
+@contextlib.contextmanager
+def _stage(phases: dict, name: str):
+    """Record the wall seconds of the block under `name` (not when it raises)."""
+    started = time.monotonic()
+    yield
+    phases[name] = round(time.monotonic() - started, 3)
+
+
 def _load_torch() -> None:
     importlib.import_module("safetensors.torch")
     save_tensor_names()
 
 
+def _task_folder(root: Path, task: TaskInfo) -> None:
+    """The task as the sandboxes see it (bound read-only at rt.IN_TASK)."""
+    (root / "task").mkdir()
+    (root / "task" / "task.py").write_text(task.source, encoding="utf-8")
+
+
 def _reference(task_path, task, crit, backend, cache_dir, root, opwatch_dir, progress) -> ReferenceRun:
     rng = random.Random(secrets.randbits(128))  # the verifier's secret; never leaves this process whole
     init_seed = rng.getrandbits(62)
-    (root / "task").mkdir()
-    (root / "task" / "task.py").write_text(task.source, encoding="utf-8")
+    _task_folder(root, task)
     ws = root / "reference"
     for sub in ("inputs", "expected", "home"):
         (ws / sub).mkdir(parents=True)
@@ -406,9 +417,8 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
             # reference load run beside the check run; both are wasted only when the candidate
             # fails its checks (the compile cache keeps its part even then).
             timing = _start_timing(ref, work, pool)
-            started = time.monotonic()
-            ran = _check_run(ref, checks, metrics, work, cand_sha, progress)
-            ref.phase_s["check"] = round(time.monotonic() - started, 3)
+            with _stage(ref.phase_s, "check"):
+                ran = _check_run(ref, checks, metrics, work, cand_sha, progress)
             # Timing only means something for a candidate that is correct and honest so far.
             # (Scan findings do not stop it here: a profile that runs scan failures anyway wants
             # to see every runtime check, timing's included.)
@@ -473,7 +483,7 @@ def _check_run(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, can
                    "init_seed": ref.init_seed, "runs": runs}
     plan = {"mode": "check", "candidate": rt.worker_spec(worker_plan, _candidate_env()),
             "settle_s": crit.settle.seconds, "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(), "limits": _limits(crit)}
-    timeout = lim.import_timeout_s + len(runs) * (lim.forward_timeout_s + crit.settle.seconds + 5) + 60
+    timeout = _check_timeout(ref)
     _say(progress, "building and checking the candidate", 0.2)
     sandbox = rt.open_verification_sandbox(ws, _candidate_binds(ref, work),
                                            rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
@@ -499,6 +509,12 @@ def _check_run(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, can
     report = result.get("report") if isinstance(result.get("report"), dict) else {}
     _judge_check(ref, checks, metrics, ws, report, log)
     return True
+
+
+def _check_timeout(ref: ReferenceRun) -> float:
+    """The check run's limit: the candidate's import, then each run's forward and settle."""
+    lim = ref.criteria.limits
+    return lim.import_timeout_s + len(ref.runs) * (lim.forward_timeout_s + ref.criteria.settle.seconds + 5) + 60
 
 
 def _judge_settle(ref: ReferenceRun, checks: Checks, log: list) -> None:
@@ -718,10 +734,7 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
     # Held through the compile: a second verifier of the task (or the warm-up started beside
     # the agent) is compiling it already, so wait for that and load, not compile twice.
     with rt.locked(lock):
-        filled = False
-        with contextlib.suppress(OSError):
-            filled = stamp.read_text() == _warm_stamp()
-        if filled:
+        if _stamped(stamp):
             rt.copy_tree(cache, ws / "inductor")
             ref.compile_warm = {"ok": True, "cached": True}
             return ws / "inductor"
@@ -730,9 +743,7 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
         # CPU's vector ISAs (six g++ builds, 10 s of a 17 s compile here) in the cache folder,
         # and they are the same for every task of this machine and torch.
         seed = ref.cache_dir / "inductor-seed"
-        seeded = False
-        with contextlib.suppress(OSError):
-            seeded = (seed / ".filled").read_text() == _warm_stamp()
+        seeded = _stamped(seed / ".filled")
         if seeded:
             rt.copy_tree(seed, ws / "inductor")
         (ws / "inductor").mkdir(parents=True, exist_ok=True)
@@ -743,6 +754,14 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
         if not seeded:
             _plant_seed(cache, seed)
     return ws / "inductor"
+
+
+def _stamped(stamp: Path) -> bool:
+    """Whether a cache folder was filled under this torch and these inductor settings."""
+    try:
+        return stamp.read_text() == _warm_stamp()
+    except OSError:
+        return False
 
 
 def _plant_seed(cache: Path, seed: Path) -> None:
@@ -811,9 +830,8 @@ def _start_timing(ref: ReferenceRun, work: Path, pool: ThreadPoolExecutor) -> _T
 
 def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
     crit, lim, tm = ref.criteria, ref.criteria.limits, ref.criteria.timing
-    started = time.monotonic()
-    warm = ref.warming.result() if ref.warming is not None else _compile_warm(ref, None)
-    ref.phase_s["compile_wait"] = round(time.monotonic() - started, 3)
+    with _stage(ref.phase_s, "compile_wait"):
+        warm = ref.warming.result() if ref.warming is not None else _compile_warm(ref, None)
     rt.copy_tree(warm, ws / "inductor")
     first = ref.runs[0]
     common = {"init_seed": ref.init_seed, "init_args": first["init_args"],
@@ -825,7 +843,7 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
     ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TMPDIR=f"{rt.WORKDIR}/refhome/tmp",
                           TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
     # The checks it waits for: the check run's own limit, and comparing its outputs.
-    gate_s = lim.import_timeout_s + len(ref.runs) * (lim.forward_timeout_s + crit.settle.seconds + 5) + 120
+    gate_s = _check_timeout(ref) + 60
     plan = {
         "mode": "time",
         "reference": rt.worker_spec(ref_plan, ref_env),

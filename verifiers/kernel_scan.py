@@ -103,29 +103,38 @@ def _names_file() -> tuple[str, Path]:
     return version("torch"), default_cache_dir() / "tensor-names.json"
 
 
-@lru_cache(maxsize=1)
-def tensor_names() -> frozenset[str]:
-    """dir(torch.Tensor). Importing torch into the verifier's own process takes 1.7 s here and
-    the scan comes first in a verification, so the names are read from the verifier's cache when
-    `save_tensor_names` put them there for this torch (the warm-up beside the agent does)."""
-    torch_version, path = _names_file()
+def _saved_names(torch_version: str, path: Path) -> frozenset[str] | None:
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("torch") == torch_version and isinstance(saved.get("names"), list):
             return frozenset(str(n) for n in saved["names"])
     except (OSError, ValueError, AttributeError):
         pass
+    return None
+
+
+def _live_names() -> frozenset[str]:
     import torch
 
     return frozenset(n for n in dir(torch.Tensor) if not n.startswith("__"))
 
 
-def save_tensor_names() -> None:
-    """Keep dir(torch.Tensor) in the verifier's cache for later scans (imports torch here)."""
-    import torch
+@lru_cache(maxsize=1)
+def tensor_names() -> frozenset[str]:
+    """dir(torch.Tensor). Importing torch into the verifier's own process takes 1.7 s here and
+    the scan comes first in a verification, so the names are read from the verifier's cache when
+    `save_tensor_names` put them there for this torch (the warm-up beside the agent does)."""
+    saved = _saved_names(*_names_file())
+    return saved if saved is not None else _live_names()
 
+
+def save_tensor_names() -> None:
+    """Keep dir(torch.Tensor) in the verifier's cache for later scans (imports torch here, unless
+    this torch's names are there already)."""
     torch_version, path = _names_file()
-    names = sorted(n for n in dir(torch.Tensor) if not n.startswith("__"))
+    if _saved_names(torch_version, path) is not None:
+        return
+    names = sorted(_live_names())
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
