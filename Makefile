@@ -57,7 +57,7 @@ demo: install sign-examples
 	$(ASSAY) run examples/kernels/softmax.toml
 
 test: install-test sandboxes services
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -P -m pytest -q $(PYTEST_ARGS)
 
 bench: install sandboxes
 	$(PY) bench/sandbox.py

@@ -91,7 +91,7 @@ def verifier_warming(run_id: str, enabled: bool = True):
     if enabled and settings().verifier_warm:
         try:
             with open(run_dir(run_id) / "verifier-warm.log", "ab") as log:  # outside the workspace
-                proc = subprocess.Popen([sys.executable, "-m", "assay.verifiers", "warm", "--run", run_id],
+                proc = subprocess.Popen([sys.executable, "-P", "-m", "assay.verifiers", "warm", "--run", run_id],
                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                         env=_verifier_env(), preexec_fn=_die_with_parent)
         except OSError:
@@ -116,7 +116,7 @@ WARM_STOP_S = 20
 def verify_in_process_of_its_own(run_id: str) -> dict[str, Any]:
     env = _verifier_env()
     proc = subprocess.run(
-        [sys.executable, "-m", "assay.verifiers", "verify", "--run", run_id, "--json"],
+        [sys.executable, "-P", "-m", "assay.verifiers", "verify", "--run", run_id, "--json"],
         capture_output=True, text=True, env=env, preexec_fn=_die_with_parent,
     )
     if proc.returncode not in (0, 1) or not proc.stdout.strip():

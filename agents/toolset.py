@@ -29,7 +29,7 @@ def run_toolset(run_id: str, workspace: Path, manifest: str, kind: str, *, paddi
                 sandbox: str | None = None, step: callable = None) -> MCPToolset:
     from fastmcp.client.transports import StdioTransport
 
-    args = ["-m", "assay", "mcp", "--run", run_id, "--workspace", str(workspace), "--manifest", manifest, "--kind", kind]
+    args = ["-P", "-m", "assay", "mcp", "--run", run_id, "--workspace", str(workspace), "--manifest", manifest, "--kind", kind]
     if sandbox:
         args += ["--sandbox", sandbox]
     if padding and padding.get("enabled"):

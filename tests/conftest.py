@@ -8,8 +8,14 @@ ASSAY_REQUIRE_SANDBOXES=1, the same absence is a failure, so nothing passes by s
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
+
+# `python -m pytest` in the checkout puts it first on sys.path, where the rooms (kernels/, tools/,
+# ...) shadow real distributions of those names (transformers imports huggingface's `kernels`).
+# The tests import assay as installed, like its users (`make test` runs `python -P`).
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.getcwd()]
 
 from assay.ledger import pgtest
 

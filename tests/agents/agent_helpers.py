@@ -104,6 +104,15 @@ def assay_argv(*args: str, brain: str | None = None) -> list[str]:
     return [sys.executable, str(DRIVER), brain, *args]
 
 
+def plant_packages(folder: Path, tripped: Path, names: tuple[str, ...]) -> Path:
+    """Packages under FOLDER that, imported, leave a file named for them in TRIPPED and fail."""
+    tripped.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text(f"open({str(tripped / name)!r}, 'w').close()\nraise ImportError('planted')\n")
+    return tripped
+
+
 def assay(*args: str, brain: str | None = None, timeout: float = 300, env: dict[str, str] | None = None,
           cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(assay_argv(*args, brain=brain), capture_output=True, text=True, timeout=timeout,

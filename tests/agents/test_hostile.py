@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import SOFTMAX, assay, assert_verdicts_are_the_verifiers, install_brain, rows, run_row, write_job
+from agent_helpers import (SOFTMAX, assay, assert_verdicts_are_the_verifiers, install_brain, plant_packages, rows, run_row,
+                           write_job)
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from scripted_brains import TINY_CANDIDATE, exec_py, responses, text
 
@@ -172,6 +173,11 @@ def test_hostile_brain_forges_nothing_and_every_attempt_is_recorded(home, tmp_pa
     monkeypatch.setenv("ASSAY_VERIFIER_WARM", "0")
     settings.cache_clear()
     job = load_job(write_job(tmp_path / "job", task_text=task, steps=40))
+    # The run starts in a folder holding packages named like assay and its dependencies (say, an
+    # untrusted checkout): the gateway and the verifier, started with `python -m`, import none.
+    tripped = plant_packages(tmp_path / "cwd", tmp_path / "tripped",
+                             ("assay", "torch", "kernels", "mcp", "pydantic", "typer", "sqlalchemy", "cryptography"))
+    monkeypatch.chdir(tmp_path / "cwd")
     outcome = start_run(job)
 
     run_id = outcome.run_id
@@ -232,8 +238,9 @@ def test_hostile_brain_forges_nothing_and_every_attempt_is_recorded(home, tmp_pa
 
     # Steps: one per model request, and the audit CLI agrees the chain is whole.
     assert run.budget_used["steps"] == len(got["steps"]) == responses(seen[-1]) + 1
-    out = assay("ledger", "verify", timeout=60)
+    out = assay("ledger", "verify", timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(p.name for p in tripped.iterdir()) == []
 
 
 def _steps(run_id):

@@ -111,3 +111,21 @@ def test_a_manifest_the_server_refuses_is_a_clear_error(job_dir, tmp_path, manif
     assert ("not signed" if manifest.endswith(".toml") else "no-such-manifest") in out.stderr
     run = run_row(latest_run_id())
     assert run.status == "error" and "did not start" in run.error
+
+
+def test_python_m_assay_imports_nothing_from_the_working_directory(tmp_path):
+    """Run from a folder with packages named like its dependencies (assay's own checkout is one:
+    its kernels/ shadowed huggingface's `kernels`, which transformers imports), `python -m assay`
+    loads the installed ones. A folder named `assay` itself is Python's `-m` lookup, not ours."""
+    from agent_helpers import plant_packages
+
+    names = ("kernels", "typer", "rich", "pydantic", "pydantic_settings", "sqlalchemy", "click")
+    tripped = plant_packages(tmp_path / "cwd", tmp_path / "tripped", names)
+    out = assay("ledger", "verify", timeout=60, cwd=tmp_path / "cwd")
+    assert out.returncode == 2 and "no ledger at" in out.stderr, out.stdout + out.stderr  # this home has none yet
+    assert sorted(p.name for p in tripped.iterdir()) == []
+    # The planting works: the same folder first on the path is imported.
+    import subprocess
+
+    probe = subprocess.run([sys.executable, "-c", "import typer"], cwd=tmp_path / "cwd", capture_output=True, text=True)
+    assert probe.returncode != 0 and (tripped / "typer").exists(), probe.stderr
