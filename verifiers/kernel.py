@@ -718,7 +718,9 @@ def _warm_stamp() -> str:
     from importlib.metadata import version
 
     env = {k: v for k, v in rt.base_env().items() if k.startswith("TORCHINDUCTOR")}
-    return json.dumps({"torch": version("torch"), "env": env}, sort_keys=True)
+    # vec_isa: the worker sets inductor's vec_isa_ok after asking the compiler (compile_model);
+    # caches filled before it did are keyed without it.
+    return json.dumps({"torch": version("torch"), "env": env, "vec_isa": "compiler-checked"}, sort_keys=True)
 
 
 def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
@@ -739,9 +741,9 @@ def _compile_warm(ref: ReferenceRun, progress: Progress | None) -> Path:
             ref.compile_warm = {"ok": True, "cached": True}
             return ws / "inductor"
         # No stamp: whatever is there (a warm-up stopped mid-copy) is not read; compile afresh,
-        # from the first task's filled cache when there is one: inductor keeps its probes of the
-        # CPU's vector ISAs (six g++ builds, 10 s of a 17 s compile here) in the cache folder,
-        # and they are the same for every task of this machine and torch.
+        # from the first task's filled cache when there is one: inductor keeps the builds that
+        # check the CPU's bf16 and VNNI instructions in the cache folder (1-1.5 s of a mish
+        # compile here), the same for every task of this machine and torch.
         seed = ref.cache_dir / "inductor-seed"
         seeded = _stamped(seed / ".filled")
         if seeded:

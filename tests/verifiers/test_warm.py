@@ -31,7 +31,7 @@ def test_warm_up_fills_what_the_verification_then_loads(backend, tmp_path):
 
 @pytest.mark.slow
 def test_a_new_tasks_compile_starts_from_the_first_tasks_cache(backend, tmp_path):
-    """Inductor's probes of the CPU's vector ISAs live in its cache folder; the first filled task
+    """Inductor's checks of the CPU's instructions live in its cache folder; the first filled task
     cache is kept whole as the seed of later tasks' compiles, so they are built once per machine."""
     cache = tmp_path / "cache"
     warm_task(SOFTMAX, "kernel-test", backend, cache)
