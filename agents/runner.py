@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import contextlib
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,8 +97,15 @@ def verifier_warming(run_id: str, enabled: bool = True):
                                         env=_verifier_env(), preexec_fn=_die_with_parent)
         except OSError:
             proc = None  # an optimisation only: the verifier builds what it needs itself
+    def hurry() -> None:
+        # The verification has started and may wait on what the warm-up is still building: it
+        # takes normal CPU priority from now on (sandbox/background.py).
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.send_signal(signal.SIGUSR1)
+
     try:
-        yield
+        yield hurry
     finally:
         if proc is not None and proc.poll() is None:
             proc.terminate()
@@ -111,6 +119,14 @@ def verifier_warming(run_id: str, enabled: bool = True):
 # How long a warm-up still running when its run ends may take to exit (it exits at SIGTERM at
 # once; this bounds a process that does not).
 WARM_STOP_S = 20
+
+
+def _verifier_after(hurry: Callable[[], None]) -> Callable[[str], dict[str, Any]]:
+    def verify(run_id: str) -> dict[str, Any]:
+        hurry()
+        return verify_in_process_of_its_own(run_id)
+
+    return verify
 
 
 def verify_in_process_of_its_own(run_id: str) -> dict[str, Any]:
@@ -218,9 +234,9 @@ def start_run(job: Job, *, wait: bool = True, on_event: Event | None = None, led
         workspace = prepare_workspace(run.id, job)
         _store_spec(ledger, run.id, job_spec(job, workspace))
         (on_event or _quiet)("run", {"run_id": run.id})
-        with verifier_warming(run.id, enabled=verify is None and wait):
+        with verifier_warming(run.id, enabled=verify is None and wait) as hurry:
             return anyio.run(lambda: _drive(run.id, job, ledger, {"step": 0}, wait=wait, on_event=on_event or _quiet,
-                                            verify=verify or verify_in_process_of_its_own))
+                                            verify=verify or _verifier_after(hurry)))
     finally:
         if own:
             ledger.close()
@@ -237,9 +253,9 @@ def resume_run(run_id: str, *, wait: bool = True, on_event: Event | None = None,
         if RunStatus(run.status).finished:
             return RunOutcome(run_id, run.status, verdict=_last_verdict(ledger, run_id))
         job = job_from_spec(run.spec)
-        with verifier_warming(run_id, enabled=verify is None and wait):
+        with verifier_warming(run_id, enabled=verify is None and wait) as hurry:
             return anyio.run(lambda: _drive(run_id, job, ledger, None, wait=wait, on_event=on_event or _quiet,
-                                            verify=verify or verify_in_process_of_its_own))
+                                            verify=verify or _verifier_after(hurry)))
     finally:
         if own:
             ledger.close()

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from assay.errors import UserError
+from assay.sandbox import background
 from assay.sandbox.base import SandboxSpec
 from assay.sandbox.cgroups import Cgroup, CgroupUnavailable
 from assay.sandbox.protocol import HELPER_SOURCE
@@ -274,6 +275,15 @@ class BwrapSandbox(ResidentSandbox):
         env = base_env(host_toolchain(), self.spec)
         counters = self._cgroup.counters if self._cgroup else None
         return _PipeChannel(self._proc), counters, env
+
+    def boost(self) -> None:
+        """Normal CPU priority from now on: the cgroup's weight, and the nice value its
+        processes inherited from a background caller (sandbox/background.py)."""
+        cgroup = self._cgroup
+        if cgroup is not None:
+            cgroup.foreground()
+            for pid in cgroup.pids():
+                background.renice(pid)
 
     def _before_exec(self) -> None:
         own_workspace(self._workspace, *self._owner)

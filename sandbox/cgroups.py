@@ -23,6 +23,9 @@ PREFIX = "assay-sbx-"
 # A background sandbox's CPU share: the minimum each hierarchy takes (v1 shares, v2 weight).
 BACKGROUND_SHARES = 2
 BACKGROUND_WEIGHT = 1
+# ...and everyone else's (the kernel's defaults).
+NORMAL_SHARES = 1024
+NORMAL_WEIGHT = 100
 
 
 class CgroupUnavailable(Exception):
@@ -242,6 +245,16 @@ class Cgroup:
             raise CgroupUnavailable(f"cgroup v2 limits cannot be written ({exc.strerror})") from None
         counters = Counters(d / "memory.events", d / "pids.events", v2=True)
         return cls([d], [d / "cgroup.procs"], counters, "cgroup v2", controllers)
+
+    def foreground(self) -> None:
+        """Normal CPU weight from now on (a background sandbox whose work became urgent)."""
+        if "cpu" not in self.controllers:
+            return
+        for d in self.dirs:
+            if (d / "cpu.weight").exists():
+                _write(d / "cpu.weight", str(NORMAL_WEIGHT), optional=True)
+            elif (d / "cpu.shares").exists():
+                _write(d / "cpu.shares", str(NORMAL_SHARES), optional=True)
 
     def pids(self) -> set[int]:
         found: set[int] = set()

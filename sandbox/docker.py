@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from assay.errors import UserError
 from assay.sandbox.base import SandboxSpec
-from assay.sandbox.cgroups import BACKGROUND_SHARES, Counters
+from assay.sandbox.cgroups import BACKGROUND_SHARES, NORMAL_SHARES, Counters
 from assay.sandbox.protocol import HELPER_SOURCE, ProtocolError
 from assay.sandbox.resident import ResidentSandbox
 from assay.sandbox.toolchain import (
@@ -222,6 +222,12 @@ class DockerSandbox(ResidentSandbox):
         pid = self._api.inspect_container(self._cid)["State"]["Pid"]
         counters = Counters.of_pid(pid) if pid else None
         return _AttachChannel(sock), counters, base_env(tc, spec)
+
+    def boost(self) -> None:
+        """Normal CPU weight from now on (its processes never had the caller's nice value:
+        the engine starts them)."""
+        if self._cid is not None:
+            self._api.update_container(self._cid, cpu_shares=NORMAL_SHARES)
 
     def _before_exec(self) -> None:
         own_workspace(self._workspace, *sandbox_ids())

@@ -43,6 +43,7 @@ def _warm(run_id: str) -> int:
     import shutil
     import signal
     import tempfile
+    import threading
 
     from assay.verifiers.process import warm_run
 
@@ -59,6 +60,11 @@ def _warm(run_id: str) -> int:
         os._exit(143)
 
     signal.signal(signal.SIGTERM, stop)
+    # SIGUSR1: the verification has started and may wait on this work: normal priority from now
+    # on. Off the signal handler, which may interrupt this thread inside a Docker API call.
+    from assay.sandbox import background
+
+    signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=background.hurry, daemon=True).start())
     try:
         warm_run(run_id)
     except UserError as exc:

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from assay.errors import UserError
+from assay.sandbox import background
 from assay.sandbox.backends import open_sandbox
 from assay.sandbox.base import STEADY_MALLOC, ExecResult, Sandbox, SandboxLimits, SandboxSpec
 
@@ -72,15 +73,18 @@ BACKGROUND = {"on": False}
 
 
 def sandbox_limits(memory_mb: int, pids: int, timeout_s: float) -> SandboxLimits:
-    return SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb, pids=pids,
-                         cpus=float(os.cpu_count() or 2), output_bytes=16 << 20, background=BACKGROUND["on"])
+    return SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb, pids=pids, cpus=float(os.cpu_count() or 2),
+                         output_bytes=16 << 20, background=BACKGROUND["on"] and not background.hurried())
 
 
 def open_verification_sandbox(workspace: Path, binds: dict[str, Path], limits: SandboxLimits,
                               backend: str) -> Sandbox:
     spec = SandboxSpec(workspace=workspace, limits=limits,
                        ro_binds=tuple((path, inside) for inside, path in binds.items()), workdir=WORKDIR)
-    return open_sandbox(spec, backend=None if backend == "auto" else backend)
+    sandbox = open_sandbox(spec, backend=None if backend == "auto" else backend)
+    if limits.background:
+        background.register(sandbox)  # the verification may come to wait on it: see hurry()
+    return sandbox
 
 
 def base_env(**extra: str) -> dict[str, str]:
