@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -10,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import contextlib
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +97,7 @@ def verifier_warming(run_id: str, enabled: bool = True):
                                         env=_verifier_env(), preexec_fn=_die_with_parent)
         except OSError:
             proc = None  # an optimisation only: the verifier builds what it needs itself
+
     def hurry() -> None:
         # The verification has started and may wait on what the warm-up is still building: it
         # takes normal CPU priority from now on (sandbox/background.py).

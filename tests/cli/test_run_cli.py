@@ -3,11 +3,12 @@ line on stderr, never a traceback."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from agent_helpers import SOFTMAX, assay, write_job
+from agent_helpers import SOFTMAX, assay, plant_packages, write_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -117,15 +118,11 @@ def test_python_m_assay_imports_nothing_from_the_working_directory(tmp_path):
     """Run from a folder with packages named like its dependencies (assay's own checkout is one:
     its kernels/ shadowed huggingface's `kernels`, which transformers imports), `python -m assay`
     loads the installed ones. A folder named `assay` itself is Python's `-m` lookup, not ours."""
-    from agent_helpers import plant_packages
-
     names = ("kernels", "typer", "rich", "pydantic", "pydantic_settings", "sqlalchemy", "click")
     tripped = plant_packages(tmp_path / "cwd", tmp_path / "tripped", names)
     out = assay("ledger", "verify", timeout=60, cwd=tmp_path / "cwd")
     assert out.returncode == 2 and "no ledger at" in out.stderr, out.stdout + out.stderr  # this home has none yet
     assert sorted(p.name for p in tripped.iterdir()) == []
     # The planting works: the same folder first on the path is imported.
-    import subprocess
-
     probe = subprocess.run([sys.executable, "-c", "import typer"], cwd=tmp_path / "cwd", capture_output=True, text=True)
     assert probe.returncode != 0 and (tripped / "typer").exists(), probe.stderr
