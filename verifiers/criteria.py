@@ -44,6 +44,8 @@ class Speed(_Strict):
 
 class Timing(_Strict):
     warmup_iters: int = Field(ge=1)
+    # And at least this long: a subject fresh from its import pays first-call costs for a while.
+    warmup_s: float = Field(default=0.1, ge=0, le=10)
     rounds: int = Field(ge=4)
     target_round_s: float = Field(gt=0)
     max_iters_per_round: int = Field(ge=2)

@@ -19,7 +19,8 @@ What it does, in order (each stage only if the previous ones passed, except wher
 4. Timing in another fresh sandbox: eager Model, torch.compile(Model), a plain copy of the
    task's bytes and the candidate, interleaved round by round under one supervisor that
    holds the clock, stops the candidate's processes while a reference runs, and audits one
-   timed iteration's output against the eager Model's.
+   timed iteration's output against the eager Model's. Each subject is warmed up for a time
+   (not only a few calls) and its rounds sized from calibration rounds of growing length.
 
 Every check has its own name (see CHECK_ORDER); a failed one adds "name: why" to `reasons`.
 """
@@ -852,14 +853,17 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
         "candidate": rt.worker_spec(cand_plan, _candidate_env()),
         "subjects": ["eager", "compiled", "copy", "candidate"],
         "rounds": tm.rounds, "target_round_s": tm.target_round_s, "max_iters": tm.max_iters_per_round,
-        "warmup_iters": tm.warmup_iters, "limits": _limits(crit), "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(),
+        "warmup_iters": tm.warmup_iters, "warmup_s": tm.warmup_s, "limits": _limits(crit), "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(),
         "audit_candidate": f"{rt.WORKDIR}/audit/candidate.safetensors",
         "audit_reference": f"{rt.WORKDIR}/audit-ref/reference.safetensors",
         "gate": f"{rt.WORKDIR}/gate", "gate_timeout_s": gate_s,
         "ext_seed": f"{rt.WORKDIR}/ext-seed", "ext_dir": f"{rt.WORKDIR}/ext",
     }
     per_round = tm.target_round_s * 3 * 4 + 1
-    timeout = gate_s + 2 * lim.import_timeout_s + tm.rounds * per_round + 4 * lim.forward_timeout_s * (tm.warmup_iters + 2) + 120
+    # Warm-up stops within about twice its time; calibration once a round fills a quarter of
+    # the target, so within about twice that.
+    settling = 4 * (3 * tm.warmup_s + tm.target_round_s + lim.forward_timeout_s * (tm.warmup_iters + 2))
+    timeout = gate_s + 2 * lim.import_timeout_s + tm.rounds * per_round + settling + 120
     binds = _candidate_binds(ref, work)
     binds[rt.IN_TASK] = ref.root / "task"
     sandbox = rt.open_verification_sandbox(ws, binds, rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),

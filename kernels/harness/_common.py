@@ -171,14 +171,19 @@ class Flusher:
         self.sync()
 
 
-def time_interleaved(fns: dict, args, reps: int, warmup: int, flush: Flusher | None, budget_s: float | None = None):
+def time_interleaved(fns: dict, args, reps: int, warmup: int, flush: Flusher | None, budget_s: float | None = None,
+                     warmup_s: float = 0.0):
     """Median seconds per call of each fn, measured round-robin so machine noise hits all alike.
-    On a GPU the clock stops after a device synchronise, so queued work is counted."""
+    On a GPU the clock stops after a device synchronise, so queued work is counted. Warm-up: at
+    least `warmup` rounds and `warmup_s` seconds of them (a fresh candidate's first ten or so
+    calls can cost several times its steady pace: new heap pages for its outputs)."""
     sync = flush.sync if flush is not None else (lambda: None)
     names = list(fns)
-    for _ in range(warmup):
+    start, done = _perf(), 0
+    while done < warmup or (_perf() - start < warmup_s and done < 10000):
         for n in names:
             fns[n](*args)
+        done += 1
     sync()
     samples: dict[str, list[float]] = {n: [] for n in names}
     start = _perf()

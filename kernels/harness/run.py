@@ -3,7 +3,7 @@
 usage:
   python run.py build CANDIDATE.py
   python run.py test  TASK.py CANDIDATE.py [--seeds 0,1] [--atol 1e-4] [--rtol 1e-4]
-  python run.py bench TASK.py CANDIDATE.py [--baselines eager,compile] [--reps 20] [--warmup 3] [--copy-bw]
+  python run.py bench TASK.py CANDIDATE.py [--baselines eager,compile] [--reps 20] [--warmup 3] [--warmup-s 0.3] [--copy-bw]
   python run.py tune  TASK.py CANDIDATE.py --variants 0,1,2 [--reps 7]
 
 Prints one JSON line (prefixed by @@ASSAY_JSON). Importing the candidate builds it (it carries
@@ -114,7 +114,7 @@ def cmd_bench(args) -> None:
             compile_s = _common._perf() - t0
             fns["compile"] = compiled
         flush = _common.Flusher(device=dev)
-        times = _common.time_interleaved(fns, inputs, args.reps, args.warmup, flush)
+        times = _common.time_interleaved(fns, inputs, args.reps, args.warmup, flush, warmup_s=args.warmup_s)
         params = list(ref.parameters()) + list(ref.buffers())
         moved = _common.nbytes(list(inputs) + params) + _common.nbytes([expected])
         copy = _copy_bandwidth(flush, args.reps) if args.copy_bw else None
@@ -253,6 +253,7 @@ def main() -> None:
             s.add_argument("--baselines", default="eager,compile")
             s.add_argument("--reps", type=int, default=20)
             s.add_argument("--warmup", type=int, default=3)
+            s.add_argument("--warmup-s", type=float, default=0.3)
             s.add_argument("--copy-bw", action="store_true")
         if name == "tune":
             s.add_argument("--variants", required=True)

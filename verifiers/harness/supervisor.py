@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import select
@@ -145,6 +146,43 @@ def rss_mb(pid: int) -> float:
 
 
 # --------------------------------------------------------------------------------- workers
+
+# ----------------------------------------------------------------------------------- timing
+
+def warm_up(run, min_calls: int, min_s: float, max_calls: int) -> int:
+    """Call a subject until it is past its first-call costs: at least `min_calls` calls and `min_s`
+    seconds of them, in chunks that double. `run(n)` makes n calls and returns their wall seconds.
+    A few calls are not enough: a candidate fresh from its import was seen taking 6-12 ms per call
+    for its first ten or so calls and 1.1 ms after (fresh heap pages for its outputs), so the
+    calibration below, and every round it sized, measured the start-up. Returns the calls made."""
+    calls, spent, n = 0, 0.0, max(1, min_calls)
+    while True:
+        wall = run(n)
+        spent += wall
+        calls += n
+        if (calls >= min_calls and spent >= min_s) or calls >= max_calls:
+            return calls
+        # Enough calls to fill the time left at the pace just seen, but no more than twice the
+        # last chunk (the pace may still be the start-up's).
+        left = math.ceil((min_s - spent) / max(wall / n, 1e-9)) if spent < min_s else min_calls - calls
+        n = max(1, min(2 * n, left, max_calls - calls))
+
+
+def calibrate(timed, target_s: float, max_iters: int, max_rounds: int = 8) -> float:
+    """Seconds per iteration, for sizing the timed rounds: rounds of 1, 2, 4, ... iterations until
+    one fills a quarter of `target_s` (at least two rounds), and the least time per iteration among
+    them. A shared machine only ever adds time, and one call it slows (a timeslice, a page fault
+    burst) weighs on a single-call round in full, but on a long round only a little: two
+    single-call rounds once sized a 1.2 ms candidate's rounds for 50 ms calls (2 iterations)."""
+    best, n = float("inf"), 1
+    for k in range(max_rounds):
+        wall = timed(n)
+        best = min(best, wall / n)
+        if n >= max_iters or (k >= 1 and wall >= target_s / 4):
+            break
+        n = min(max_iters, 2 * n)
+    return best
+
 
 class Stop(Exception):
     """Ends supervision: why (timeout, memory, pids, output, exit, protocol) and in which phase."""
@@ -546,11 +584,21 @@ class Supervisor:
             t1 = time.monotonic()
             return t1 - t0, cpu_of(subject) - cpu0
 
+        # Seconds per call each subject has shown so far: later deadlines allow 20 times that.
+        calibrated: dict[str, float] = {}
+
+        def deadline(s: str, n: int) -> float:
+            pace = calibrated.get(s)
+            return lim["forward_timeout_s"] * (n + 1) if pace is None else lim["forward_timeout_s"] + 20 * n * pace
+
+        def warm(s: str, n: int) -> float:
+            wall, _ = call(s, {"cmd": "warm", "subject": s, "n": n}, "warmed", deadline(s, n))
+            calibrated[s] = min(calibrated.get(s, float("inf")), wall / n)
+            return wall
+
         self.phase = "warm-up"
         for s in subjects:
-            call(s, {"cmd": "warm", "subject": s, "n": plan["warmup_iters"]}, "warmed", lim["forward_timeout_s"] * (plan["warmup_iters"] + 1))
-
-        calibrated: dict[str, float] = {}
+            warm_up(lambda n, s=s: warm(s, n), plan["warmup_iters"], float(plan.get("warmup_s", 0.0)), plan["max_iters"])
 
         def timed(s: str, n: int, seed: int, audit: int) -> dict:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
@@ -560,21 +608,21 @@ class Supervisor:
             cpu0 = cpu_of(s)
             t0 = time.monotonic()
             w.send({"cmd": "round", "subject": s, "n": n, "seed": seed, "audit": audit})
-            expected = n * calibrated.get(s, lim["forward_timeout_s"])
-            self.expect(w, "done", t0 + lim["forward_timeout_s"] + 20 * expected, f"a timed round of {s}")
+            self.expect(w, "done", t0 + deadline(s, n), f"a timed round of {s}")
             t1 = time.monotonic()
             return {"subject": s, "n": n, "wall_s": t1 - t0, "cpu_s": cpu_of(s) - cpu0, "audit": audit,
                     "flush_cpu_s": flush_cpu}
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}
+
+        def calibration_round(s: str, n: int) -> float:
+            r = timed(s, n, rng.getrandbits(62), -1)
+            self.log.append(r)
+            return r["wall_s"]
+
         for s in subjects:
-            walls = []
-            for _ in range(2):
-                r = timed(s, 1, rng.getrandbits(62), -1)
-                self.log.append(r)
-                walls.append(r["wall_s"])
-            calibrated[s] = min(walls)
+            calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], plan["max_iters"])
             base_n[s] = max(2, min(plan["max_iters"], int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
         rounds = plan["rounds"]
         audit_round = rng.randrange(rounds)
