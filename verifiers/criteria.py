@@ -52,6 +52,9 @@ class Timing(_Strict):
     flush_mb: int = Field(ge=1)
     scaling_min: float = Field(gt=1)
     perturb_elements: int = Field(ge=1)
+    # Below this share of its CPUs for the trusted reference, a failed speed check says the
+    # machine was too busy to time, and the verdict's metrics say so (timing_contended).
+    min_cpu_share: float = Field(default=0.65, gt=0, le=1)
 
 
 class Roofline(_Strict):

@@ -235,6 +235,38 @@ def median_per_iter(log: list[dict], subject: str) -> tuple[float, list[dict]]:
     return statistics.median(float(e["wall_s"]) / int(e["n"]) for e in rounds), rounds
 
 
+TRUSTED_SUBJECTS = ("eager", "compiled", "copy")
+
+
+def cpu_share(log: list[dict], threads) -> float | None:
+    """The share of its CPUs the trusted reference got while it was timed, per thread: the best
+    of (a) CPU over wall time of its timed rounds, median per subject (0.95-0.98 quiet, when a
+    subject runs on every thread) and (b) of the cache flushes before them (one large in-place
+    add on every thread, so there even for a task too small to run in parallel; 0.75 quiet, the
+    command's round trip counted in). Both read about 0.5 with one busy process beside a
+    2-thread sandbox on two cores: the scheduler splits the CPUs between the two. The candidate
+    is stopped while the reference runs, so it cannot lower this figure."""
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        return None
+    mine = [e for e in log if e.get("subject") in TRUSTED_SUBJECTS and e.get("round") is not None]
+
+    def ratio(e: dict, cpu: str, wall: str) -> float | None:
+        c, w = e.get(cpu), e.get(wall)
+        if isinstance(c, (int, float)) and isinstance(w, (int, float)) and w > 0:
+            return float(c) / float(w) / threads
+        return None
+
+    found = []
+    for subject in TRUSTED_SUBJECTS:
+        rounds = [r for e in mine if e["subject"] == subject if (r := ratio(e, "cpu_s", "wall_s")) is not None]
+        if rounds:
+            found.append(statistics.median(rounds))
+    flushes = [r for e in mine if (r := ratio(e, "flush_cpu_s", "flush_wall_s")) is not None]
+    if flushes:
+        found.append(statistics.median(flushes))
+    return max(found) if found else None
+
+
 def scaling(rounds: list[dict], key: str = "cpu_s") -> float:
     """How much more the 3n-iteration rounds took than the n-iteration ones (about 3 when the
     work follows the count, less only by the rounds' fixed costs). CPU time by default: the kernel counts it, and it does not grow

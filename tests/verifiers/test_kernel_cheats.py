@@ -11,6 +11,7 @@ Two layers, two tests per cheat:
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -71,6 +72,32 @@ def test_runtime_check_rejects_on_its_own(name, runtime_reference, need):
         assert all(report.check(n).passed for n in SCAN_CHECKS), report.reasons
     if want.get("timed"):
         assert "speedup_vs_eager" in report.metrics and "speedup_vs_compile" in report.metrics
+
+
+@pytest.mark.slow
+def test_a_busy_machine_makes_a_failed_speed_check_say_inconclusive(runtime_reference, need):
+    """A busy neighbour slows every subject, and not alike (an OpenMP team waits for its
+    descheduled thread), so a speed figure taken then says more about the neighbour than about
+    the candidate: the verdict still fails, and says the machine was too busy to time. Busy
+    here: one spinning process per CPU beside the sandbox (the scheduler then gives the
+    sandbox about half of the CPUs it runs on)."""
+    import subprocess
+    import sys
+
+    ref, detail = runtime_reference
+    need(ref is not None, detail)
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        report = verify_candidate(ref, CHEATS / "slow_honest.py")
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+    speed = report.check("speed")
+    assert speed is not None and not speed.passed and not report.passed, report.reasons
+    m = report.metrics
+    assert m["timing_contended"] is True and m["reference_cpu_share"] < 0.65, m.get("reference_cpu_share")
+    assert "inconclusive: the machine was too busy to time" in speed.detail, speed.detail
 
 
 @pytest.mark.slow

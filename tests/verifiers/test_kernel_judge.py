@@ -11,7 +11,7 @@ import torch
 from assay.errors import UserError
 from assay.verifiers.criteria import load_criteria
 from assay.verifiers.kernel import _check_order, inspect_task, shape_variants
-from assay.verifiers.kernel_judge import Checks, compare, read_inside, scaling, unwritten
+from assay.verifiers.kernel_judge import Checks, compare, cpu_share, read_inside, scaling, unwritten
 
 CRITERIA = load_criteria("kernel-test")
 
@@ -123,3 +123,38 @@ def test_scaling_exposes_work_done_once_per_round():
     # A candidate that computes once per round and replays: the same CPU whatever the count.
     per_round = [{"round": r, "cpu_s": 0.005 + random.Random(r).random() * 0.002} for r in range(10)]
     assert scaling(per_round) < 1.5
+
+
+def _timed(subject: str, r: int, cpu: float, wall: float, flush_cpu: float = 0.0, flush_wall: float = 0.0) -> dict:
+    return {"subject": subject, "round": r, "cpu_s": cpu, "wall_s": wall, "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
+
+
+def test_cpu_share_reads_the_trusted_rounds_per_thread():
+    # Quiet: the 2-thread reference ran on both CPUs (the main job's verdicts: 1.95-1.97 CPU per wall).
+    quiet = [_timed(s, r, 0.195, 0.1, 0.0045, 0.006) for s in ("eager", "compiled", "copy") for r in range(8)]
+    assert cpu_share(quiet, 2) == pytest.approx(0.975)
+    # One busy process beside it: 0.98-1.01 CPU per wall for every subject (measured).
+    busy = [_timed(s, r, 0.099, 0.1, 0.003, 0.006) for s in ("eager", "compiled", "copy") for r in range(8)]
+    assert cpu_share(busy, 2) == pytest.approx(0.5, abs=0.01)
+
+
+def test_cpu_share_falls_back_on_the_flushes_for_a_task_too_small_to_run_in_parallel():
+    # Single-threaded subjects say 0.5 on a quiet machine; their flushes use both threads.
+    small = [_timed(s, r, 0.1, 0.1, 0.0046, 0.003) for s in ("eager", "compiled", "copy") for r in range(8)]
+    assert cpu_share(small, 2) == pytest.approx(0.767, abs=0.01)
+
+
+def test_the_candidate_cannot_move_the_cpu_share():
+    # Its own rounds are not read (it may run one thread, or many), and calibration rounds are not either.
+    log = [_timed("eager", r, 0.099, 0.1) for r in range(8)]
+    log += [_timed("candidate", r, 0.4, 0.1, 0.2, 0.1) for r in range(8)]
+    log += [{"subject": "eager", "round": None, "cpu_s": 0.2, "wall_s": 0.1}]
+    assert cpu_share(log, 2) == pytest.approx(0.495)
+
+
+def test_cpu_share_unknown_without_a_thread_count_or_rounds():
+    log = [_timed("eager", 0, 0.2, 0.1)]
+    for threads in (None, 0, True, "2"):
+        assert cpu_share(log, threads) is None
+    assert cpu_share([], 2) is None
+    assert cpu_share([{"subject": "eager", "round": 0, "cpu_s": 0.1, "wall_s": 0}], 2) is None

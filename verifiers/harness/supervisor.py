@@ -526,6 +526,7 @@ class Supervisor:
         ref = self.spawn("reference", plan["reference"], trusted=True)
         loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
         result["copy_bytes"] = loaded.get("copy_bytes")
+        result["reference_threads"] = loaded.get("threads")
         # Everything alive now is ours (the reference may have spawned compiler processes).
         self.trusted |= pids()
         ref_nice = nice(ref.pid)
@@ -603,7 +604,7 @@ class Supervisor:
         def timed(s: str, n: int, seed: int, audit: int) -> dict:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
             # finishing deferred work there would show far more than the reference does.
-            _, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
+            flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
             w = worker_for(s)
             cpu0 = cpu_of(s)
             t0 = time.monotonic()
@@ -611,7 +612,7 @@ class Supervisor:
             self.expect(w, "done", t0 + deadline(s, n), f"a timed round of {s}")
             t1 = time.monotonic()
             return {"subject": s, "n": n, "wall_s": t1 - t0, "cpu_s": cpu_of(s) - cpu0, "audit": audit,
-                    "flush_cpu_s": flush_cpu}
+                    "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}

@@ -712,7 +712,7 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
     subjects = {"eager": model, "compiled": compiled, "copy": lambda *a: dst.copy_(src)}
     perturb = Perturb(args, plan["perturb_elements"])
     flush = Flusher(plan["flush_mb"])
-    chan.event("loaded", copy_bytes=2 * nbytes(src))
+    chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads())
     serve(chan, subjects, args, perturb, flush)
 
 
