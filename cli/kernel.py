@@ -29,10 +29,12 @@ def verify(
     task: Path = typer.Argument(..., help="the task file (KernelBench format: Model, get_inputs, get_init_inputs)"),
     candidate: Path = typer.Argument(..., help="the candidate file (defines ModelNew)"),
     criteria: str = typer.Option("kernel-default", "--criteria", help="criteria profile name"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object: passed, reasons, checks, metrics"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object: passed, inconclusive, reasons, checks, metrics"),
     backend: str = typer.Option("auto", "--backend", help="sandbox backend: auto, docker or bwrap"),
 ) -> None:
-    """Check correctness, anti-gaming rules and speed of CANDIDATE against TASK, in sandboxes."""
+    """Check correctness, anti-gaming rules and speed of CANDIDATE against TASK, in sandboxes.
+    Exit 0 if it passes, 1 if it fails, 3 if it failed only on speed timed on a machine too busy
+    to time (verify again when it is quieter)."""
     from assay.sandbox.backends import CHOICES
     from assay.verifiers.criteria import load_criteria
     from assay.verifiers.kernel import verify_kernel
@@ -53,7 +55,7 @@ def verify(
         sys.stdout.write(json.dumps(report.to_json(), default=str) + "\n")
     else:
         _show(report)
-    raise typer.Exit(0 if report.passed else 1)
+    raise typer.Exit(0 if report.passed else 3 if report.inconclusive else 1)
 
 
 def _with_progress(work):
@@ -93,7 +95,8 @@ def _show(report) -> None:
         console.print(speed)
         console.print(f"speedup: {m['speedup_vs_eager']:.3f}x eager, {m['speedup_vs_compile']:.3f}x torch.compile; "
                       f"{m['candidate_bandwidth_gbs']} GB/s of {m['copy_bandwidth_gbs']} GB/s copy bandwidth")
-    verdict = "[green]PASSED[/]" if report.passed else "[red]FAILED[/]"
+    verdict = ("[green]PASSED[/]" if report.passed else
+               "[yellow]FAILED (inconclusive: too busy to time)[/]" if report.inconclusive else "[red]FAILED[/]")
     console.print(f"{verdict}  criteria {report.criteria} ({report.criteria_sha256[:12]}), "
                   f"candidate {report.candidate_sha256[:12]}")
     for reason in report.reasons:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from assay import __version__
+from assay.verifiers.kernel_judge import inconclusive
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -28,6 +29,8 @@ def summary(run: dict[str, Any], verdict: dict[str, Any] | None) -> dict[str, An
         "brain": run.get("brain"),
         "status": run.get("status"),
         "passed": bool(p.get("passed")),
+        # Failed only on speed, on a machine too busy to time it: retry elsewhere (exit 3).
+        "inconclusive": not p.get("passed") and inconclusive(p.get("checks") or [], p.get("metrics") or {}),
         "reasons": p.get("reasons", ["no verdict was written"] if verdict is None else []),
         "checks": p.get("checks", []),
         "metrics": p.get("metrics", {}),
@@ -139,7 +142,7 @@ def write_sarif(path: Path, reports: list[dict[str, Any]]) -> None:
 
 
 def print_summary(console: Console, r: dict[str, Any]) -> None:
-    mark = "[bold green]PASS[/]" if r["passed"] else "[bold red]FAIL[/]"
+    mark = "[bold green]PASS[/]" if r["passed"] else "[bold yellow]FAIL (inconclusive)[/]" if r.get("inconclusive") else "[bold red]FAIL[/]"
     console.print(f"\n{mark}  run [bold]{r['run_id']}[/] ({r['kind']}, brain {r['brain']}), verdict #{r.get('verdict_id')}")
     for reason in r["reasons"]:
         console.print(f"  - {reason}")

@@ -53,6 +53,7 @@ from assay.verifiers.kernel_judge import (
     Checks,
     compare,
     cpu_share,
+    inconclusive,
     judge_lifecycle,
     load_tensors,
     median_per_iter,
@@ -90,9 +91,14 @@ class KernelReport:
     def check(self, name: str):
         return next((c for c in self.checks if c.name == name), None)
 
+    @property
+    def inconclusive(self) -> bool:
+        return not self.passed and inconclusive(self.checks, self.metrics)
+
     def to_json(self) -> dict:
         return {
             "passed": self.passed,
+            "inconclusive": self.inconclusive,
             "reasons": list(self.reasons),
             "checks": [c.to_json() for c in self.checks],
             "metrics": self.metrics,

@@ -238,6 +238,15 @@ def median_per_iter(log: list[dict], subject: str) -> tuple[float, list[dict]]:
 TRUSTED_SUBJECTS = ("eager", "compiled", "copy")
 
 
+def inconclusive(checks: list, metrics: dict) -> bool:
+    """Whether a failed verdict failed only on speed, measured on a machine too busy to time it
+    (`timing_contended`): a release pipeline retries that on a quieter machine (exit code 3)
+    instead of taking it for a slow kernel. Checks as dicts or as Check objects."""
+    failed = {(c.get("name") if isinstance(c, dict) else c.name) for c in checks
+              if not (c.get("passed") if isinstance(c, dict) else c.passed)}
+    return failed == {"speed"} and (metrics or {}).get("timing_contended") is True
+
+
 def cpu_share(log: list[dict], threads) -> float | None:
     """The share of its CPUs the trusted reference got while it was timed, per thread: the best
     of (a) CPU over wall time of its timed rounds, median per subject (0.95-0.98 quiet, when a

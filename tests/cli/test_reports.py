@@ -134,27 +134,29 @@ def test_a_run_with_no_candidate_and_a_paused_run(home, tmp_path):
     assert r["reasons"] == ["no verdict was written"]
 
 
-def make_passed_run(home: Path) -> str:
-    """A finished run whose verdict passed, signed with the verifier's own key: the verifier's
-    part played by the test, since no real candidate passes on a loaded 2-core machine in test
-    time (the playbook's main job, in tests/agents/test_brains.py, is the real one)."""
+def make_passed_run(home: Path, speed: tuple[bool, str] = (True, "1.31x eager"), metrics: dict | None = None) -> str:
+    """A finished run whose verdict passed (or, with `speed`, failed on speed alone), signed
+    with the verifier's own key: the verifier's part played by the test, since no real
+    candidate passes on a loaded 2-core machine in test time (the playbook's main job, in
+    tests/agents/test_brains.py, is the real one)."""
     from assay.ledger import Ledger, RunStatus
     from assay.verifiers import signing
 
     with Ledger.open() as ledger:
         run = ledger.create_run(job=str(home / "job.toml"), kind="kernel", brain="playbook", budget={"steps": 40})
         payload = {
-            "run_id": run.id, "kind": "kernel", "passed": True, "reasons": [],
+            "run_id": run.id, "kind": "kernel", "passed": speed[0], "reasons": [] if speed[0] else [f"speed: {speed[1]}"],
             "checks": [{"name": "correctness", "passed": True, "detail": "5 trials, 2 shapes"},
-                       {"name": "speed", "passed": True, "detail": "1.31x eager"}],
-            "metrics": {"speedup_vs_eager": 1.31}, "criteria": "kernel-default", "criteria_hash": "a" * 64,
+                       {"name": "speed", "passed": speed[0], "detail": speed[1]}],
+            "metrics": {"speedup_vs_eager": 1.31, **(metrics or {})}, "criteria": "kernel-default", "criteria_hash": "a" * 64,
             "submission": "submission-1", "submission_hash": "b" * 64, "task_hash": "c" * 64, "candidate_hash": "d" * 64,
             "verifier_version": "0.1.0", "verified_at": "2026-01-01T00:00:00Z",
         }
         key = signing.load_or_create_key(home)
         ledger.append_verdict(run.id, payload, signing.sign(key, payload), key="verdict:submission-1")
         ledger.set_run_status(run.id, RunStatus.running)
-        ledger.set_run_status(run.id, RunStatus.passed, budget_used={"steps": 6, "requests": 6, "tokens": 0, "seconds": 12.0})
+        ledger.set_run_status(run.id, RunStatus.passed if speed[0] else RunStatus.failed,
+                              budget_used={"steps": 6, "requests": 6, "tokens": 0, "seconds": 12.0})
         return run.id
 
 
@@ -169,6 +171,22 @@ def test_a_passing_run_exits_0(home, tmp_path):
     suite = docs["junit"].find("testsuite")
     assert suite.get("failures") == "0" and suite.get("tests") == "2"
     assert docs["sarif"]["runs"][0]["results"] == []
+
+
+def test_a_speed_failure_on_a_busy_machine_exits_3_and_any_other_failure_1(home, tmp_path):
+    """A pipeline retries exit 3 on a quieter machine; it must never see 3 for a kernel that is
+    wrong, or slow on a quiet machine."""
+    busy = make_passed_run(home, (False, "0.99x eager; inconclusive: the machine was too busy to time"),
+                           {"timing_contended": True, "reference_cpu_share": 0.49})
+    quiet = make_passed_run(home, (False, "0.80x eager"), {"timing_contended": False, "reference_cpu_share": 0.97})
+    for run_id, code in ((busy, 3), (quiet, 1)):
+        args, j, x, s = report_args(tmp_path / run_id)
+        (tmp_path / run_id).mkdir()
+        out = assay("resume", run_id, *args, timeout=120)
+        assert out.returncode == code, out.stdout + out.stderr
+        assert ("FAIL (inconclusive)" in out.stdout) is (code == 3), out.stdout
+        r = validate(j, x, s)["json"]["runs"][0]
+        assert r["passed"] is False and r["inconclusive"] is (code == 3)
 
 
 def test_report_paths_are_checked_before_anything_runs(home, tmp_path):
@@ -186,7 +204,7 @@ rows = st.fixed_dictionaries({
     "run_id": st.text(string.ascii_letters + string.digits + "-", min_size=1, max_size=30),
     "job": st.one_of(st.none(), texts, st.just("/tmp/a dir/jöb #1.toml")),
     "kind": st.just("kernel"), "brain": texts.filter(bool), "status": st.sampled_from(["passed", "failed", "error"]),
-    "passed": st.just(False), "reasons": st.lists(texts, max_size=3), "checks": checks,
+    "passed": st.just(False), "inconclusive": st.booleans(), "reasons": st.lists(texts, max_size=3), "checks": checks,
     "metrics": st.dictionaries(st.text(max_size=10), st.floats(allow_nan=False, allow_infinity=False), max_size=3),
     "criteria": st.just("kernel-default"), "criteria_hash": st.just("e" * 64), "submission_hash": st.none(),
     "verdict_id": st.integers(1, 10**6), "signature": st.none(), "row_hash": st.none(),

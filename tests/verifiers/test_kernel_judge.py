@@ -11,7 +11,7 @@ import torch
 from assay.errors import UserError
 from assay.verifiers.criteria import load_criteria
 from assay.verifiers.kernel import _check_order, inspect_task, shape_variants
-from assay.verifiers.kernel_judge import Checks, compare, cpu_share, read_inside, scaling, unwritten
+from assay.verifiers.kernel_judge import Checks, compare, cpu_share, inconclusive, read_inside, scaling, unwritten
 
 CRITERIA = load_criteria("kernel-test")
 
@@ -158,3 +158,16 @@ def test_cpu_share_unknown_without_a_thread_count_or_rounds():
         assert cpu_share(log, threads) is None
     assert cpu_share([], 2) is None
     assert cpu_share([{"subject": "eager", "round": 0, "cpu_s": 0.1, "wall_s": 0}], 2) is None
+
+
+def test_only_a_speed_failure_under_contention_is_inconclusive():
+    speed_only = [{"name": "correctness", "passed": True}, {"name": "speed", "passed": False}]
+    assert inconclusive(speed_only, {"timing_contended": True})
+    assert not inconclusive(speed_only, {"timing_contended": False})
+    assert not inconclusive(speed_only, {})
+    assert not inconclusive(speed_only, {"timing_contended": "yes"})  # metrics text is not a flag
+    wrong_too = [{"name": "correctness", "passed": False}, {"name": "speed", "passed": False}]
+    assert not inconclusive(wrong_too, {"timing_contended": True})
+    cheat = [{"name": "consistent_when_timed", "passed": False}, {"name": "speed", "passed": False}]
+    assert not inconclusive(cheat, {"timing_contended": True})
+    assert not inconclusive([{"name": "speed", "passed": True}], {"timing_contended": True})  # a pass is not
