@@ -36,6 +36,26 @@ def need():
     return _need
 
 
+@pytest.fixture(scope="session")
+def harness_script():
+    """`harness_script("verifiers/harness/supervisor.py")`: a script that runs inside sandboxes,
+    outside the assay package (standard library and torch only), loaded from the checkout as a
+    module of its own so its functions can be tested in this process."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def load(relative: str):
+        path = root / relative
+        spec = importlib.util.spec_from_file_location("assay_under_test_" + path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    return load
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory, monkeypatch):
     """Every test gets its own ASSAY_HOME so no test reads another's ledger or keys."""

@@ -5,18 +5,7 @@ computing, so the test needs neither torch nor a sandbox."""
 
 from __future__ import annotations
 
-import importlib.util
 import time
-from pathlib import Path
-
-HARNESS = Path(__file__).resolve().parents[2] / "kernels" / "harness" / "_common.py"
-
-
-def _common():
-    spec = importlib.util.spec_from_file_location("assay_harness_common_under_test", HARNESS)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class SlowStart:
@@ -28,8 +17,8 @@ class SlowStart:
         time.sleep(self.start_s if self.calls <= self.slow_calls else self.steady_s)
 
 
-def test_samples_start_after_the_slow_first_calls():
-    common = _common()
+def test_samples_start_after_the_slow_first_calls(harness_script):
+    common = harness_script("kernels/harness/_common.py")
     cand = SlowStart(slow_calls=12, start_s=0.008, steady_s=0.001)
     ref = SlowStart(slow_calls=0, start_s=0.0, steady_s=0.002)
     t = common.time_interleaved({"candidate": cand, "eager": ref}, (), reps=10, warmup=3, flush=None, warmup_s=0.15)
@@ -39,9 +28,9 @@ def test_samples_start_after_the_slow_first_calls():
     assert t["eager"]["median_s"] / t["candidate"]["median_s"] > 1.4
 
 
-def test_without_a_warm_up_time_the_start_up_is_sampled():
+def test_without_a_warm_up_time_the_start_up_is_sampled(harness_script):
     # The same subjects with the old warm-up (three calls): the test above can fail.
-    common = _common()
+    common = harness_script("kernels/harness/_common.py")
     cand = SlowStart(slow_calls=12, start_s=0.008, steady_s=0.001)
     ref = SlowStart(slow_calls=0, start_s=0.0, steady_s=0.002)
     t = common.time_interleaved({"candidate": cand, "eager": ref}, (), reps=10, warmup=3, flush=None)

@@ -7,22 +7,12 @@ costs. The subjects here are simulated: each call costs what the list says, in v
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "harness" / "supervisor.py"
 
-
-def _supervisor():
-    spec = importlib.util.spec_from_file_location("assay_supervisor_under_test", HARNESS)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sup = _supervisor()
+@pytest.fixture(scope="module")
+def sup(harness_script):
+    return harness_script("verifiers/harness/supervisor.py")
 
 
 class Subject:
@@ -48,7 +38,7 @@ class Subject:
         return wall
 
 
-def test_warm_up_runs_for_its_time_not_just_its_calls():
+def test_warm_up_runs_for_its_time_not_just_its_calls(sup):
     s = Subject(steady=0.0011, start=0.010, slow_calls=10)
     calls = sup.warm_up(s, 3, 0.1, 2000)
     assert s.clock >= 0.1 and calls == s.calls
@@ -57,7 +47,7 @@ def test_warm_up_runs_for_its_time_not_just_its_calls():
     assert s.clock < 0.2, s.rounds
 
 
-def test_warm_up_keeps_its_minimum_calls_and_its_cap():
+def test_warm_up_keeps_its_minimum_calls_and_its_cap(sup):
     slow = Subject(steady=0.5)
     assert sup.warm_up(slow, 3, 0.1, 2000) == 3  # three calls already took longer than 0.1 s
     fast = Subject(steady=1e-7)
@@ -65,7 +55,7 @@ def test_warm_up_keeps_its_minimum_calls_and_its_cap():
     assert sup.warm_up(Subject(steady=0.01), 3, 0.0, 2000) == 3  # no time asked: the old fixed warm-up
 
 
-def test_calibration_after_warm_up_sizes_rounds_for_the_steady_pace():
+def test_calibration_after_warm_up_sizes_rounds_for_the_steady_pace(sup):
     s = Subject(steady=0.0011, start=0.010, slow_calls=10)
     sup.warm_up(s, 3, 0.1, 2000)
     per_call = sup.calibrate(s, 0.1, 2000)
@@ -73,7 +63,7 @@ def test_calibration_after_warm_up_sizes_rounds_for_the_steady_pace():
     assert int(0.1 / per_call) >= 80  # the old two single calls, after three warm-up calls, gave 10 ms: 10 iterations
 
 
-def test_one_slow_first_call_does_not_size_the_rounds():
+def test_one_slow_first_call_does_not_size_the_rounds(sup):
     # The main job's 50 ms calibration call: a single-call round that fills the quarter target
     # does not end the calibration, and the longer rounds after it set the pace.
     s = Subject(steady=0.0011, start=0.050, slow_calls=1)
@@ -82,7 +72,7 @@ def test_one_slow_first_call_does_not_size_the_rounds():
     assert s.rounds[0] == 1 and len(s.rounds) > 2
 
 
-def test_a_lost_timeslice_weighs_on_one_long_round_only_a_little():
+def test_a_lost_timeslice_weighs_on_one_long_round_only_a_little(sup):
     # Every 7th call loses 50 ms, the way a busy neighbour took whole rounds in the main job.
     s = Subject(steady=0.0012, hiccup=0.05, hiccup_every=7)
     per_call = sup.calibrate(s, 0.1, 2000)
@@ -90,13 +80,13 @@ def test_a_lost_timeslice_weighs_on_one_long_round_only_a_little():
     assert int(0.1 / per_call) >= 12  # a single-call round with the hiccup would have said 2
 
 
-def test_calibration_of_a_slow_subject_stops_after_two_rounds():
+def test_calibration_of_a_slow_subject_stops_after_two_rounds(sup):
     s = Subject(steady=0.2)
     assert sup.calibrate(s, 0.1, 2000) == pytest.approx(0.2)
     assert s.rounds == [1, 2]
 
 
-def test_calibration_respects_the_iteration_cap():
+def test_calibration_respects_the_iteration_cap(sup):
     s = Subject(steady=1e-6)
     sup.calibrate(s, 0.1, 64)
     assert max(s.rounds) == 64 and s.rounds[-1] == 64

@@ -6,23 +6,12 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import importlib.util
 import os
 import shutil
-from pathlib import Path
-
-HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "harness" / "supervisor.py"
 
 
-def _supervisor():
-    spec = importlib.util.spec_from_file_location("assay_supervisor_under_test", HARNESS)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_a_library_under_a_writable_root_is_the_candidates_unless_it_is_the_bound_toolchain(tmp_path):
-    sup = _supervisor()
+def test_a_library_under_a_writable_root_is_the_candidates_unless_it_is_the_bound_toolchain(tmp_path, harness_script):
+    sup = harness_script("verifiers/harness/supervisor.py")
     libm = sorted(glob.glob("/usr/lib/*/libm.so.6") + glob.glob("/lib/*/libm.so.6"))[0]
     venv, own = tmp_path / "venv" / "lib", tmp_path / "own"
     venv.mkdir(parents=True)
