@@ -28,7 +28,7 @@ def status_text(status: str) -> Text:
 def verdict_text(row: views.RunRow) -> Text:
     if not row.verdict:
         return Text("")
-    t = Text(row.verdict, style="bold green" if row.verdict == "PASS" else "bold red")
+    t = Text(row.verdict, style={"PASS": "bold green", "INCONCLUSIVE": "bold yellow"}.get(row.verdict, "bold red"))
     if row.speedup is not None:
         t.append(f" {row.speedup:.2f}x", style="")
     return t

@@ -84,8 +84,10 @@ class VerdictScreen(PollingScreen):
             return
         p = view.payload
         passed = bool(p.get("passed"))
+        word = views.verdict_word(p)
         head = Text.assemble(
-            (" PASS " if passed else " FAIL ", "bold white on green" if passed else "bold white on red"),
+            ({"PASS": " PASS ", "INCONCLUSIVE": " FAIL (inconclusive: too busy to time) "}.get(word, " FAIL "),
+             {"PASS": "bold white on green", "INCONCLUSIVE": "bold black on yellow"}.get(word, "bold white on red")),
             f"  run {view.run.id} · verdict #{v.id}",
             (f" (newest of {view.count})" if view.count > 1 else "", "dim"),
             f" · criteria {p.get('criteria', '-')}\n",

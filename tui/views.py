@@ -18,6 +18,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from assay.ledger import Approval, Ledger, PolicyDecision, Run, RunStatus, Step, ToolCall, Verdict
+from assay.verifiers.kernel_judge import inconclusive
 
 # A TUI lists what a person can scan; older runs stay one `assay verdicts` away.
 RUNS_LIMIT = 500
@@ -95,7 +96,7 @@ class RunRow:
     kind: str
     brain: str
     status: str
-    verdict: str  # PASS, FAIL or "" when no verdict has been written
+    verdict: str  # PASS, FAIL, INCONCLUSIVE (failed on speed alone, timed on a busy machine) or "" when none
     speedup: float | None
     duration_s: float | None
     created_at: datetime
@@ -120,6 +121,12 @@ def latest_verdicts(ledger: Ledger, run_ids: list[str]) -> dict[str, Verdict]:
         return {v.run_id: v for v in rows}
 
 
+def verdict_word(payload: dict[str, Any]) -> str:
+    if payload.get("passed"):
+        return "PASS"
+    return "INCONCLUSIVE" if inconclusive(payload.get("checks") or [], payload.get("metrics") or {}) else "FAIL"
+
+
 def run_rows(ledger: Ledger, now: datetime, limit: int = RUNS_LIMIT) -> list[RunRow]:
     runs = ledger.list_runs(limit=limit)
     verdicts = latest_verdicts(ledger, [r.id for r in runs])
@@ -130,7 +137,7 @@ def run_rows(ledger: Ledger, now: datetime, limit: int = RUNS_LIMIT) -> list[Run
         speed = (p.get("metrics") or {}).get("speedup_vs_eager")
         rows.append(RunRow(
             id=r.id, job=r.job, kind=r.kind, brain=r.brain, status=r.status,
-            verdict=("PASS" if p.get("passed") else "FAIL") if v else "",
+            verdict=verdict_word(p) if v else "",
             speedup=float(speed) if isinstance(speed, (int, float)) else None,
             duration_s=duration(r, now), created_at=r.created_at,
         ))

@@ -232,6 +232,7 @@ def tui():
     return types.SimpleNamespace(
         T0=T0, NOW=NOW, PASSED=PASSED, FAILED=FAILED, WAITING=WAITING, RUNNING=RUNNING, at=at,
         Writer=Writer, BUILD_ARGS=BUILD_ARGS, BUILD_REASON=BUILD_REASON, passed_payload=passed_payload,
+        failed_payload=failed_payload,
         fixed_key=fixed_key, until=until, settle=settle, text=text, see=see,
     )
 

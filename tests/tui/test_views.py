@@ -16,6 +16,18 @@ def test_runs_carry_verdict_speedup_and_duration(filled, tui):
     assert rows[tui.RUNNING].duration_s == (tui.NOW - tui.at(45 * 60)).total_seconds()
 
 
+def test_a_speed_failure_timed_on_a_busy_machine_reads_inconclusive(tui):
+    busy = tui.passed_payload("r")
+    busy.update(passed=False, reasons=["speed: 0.94x eager; inconclusive: the machine was too busy to time"])
+    busy["checks"][-1].update(passed=False)
+    busy["metrics"].update(timing_contended=True, reference_cpu_share=0.5)
+    assert views.verdict_word(busy) == "INCONCLUSIVE"
+    busy["metrics"]["timing_contended"] = False
+    assert views.verdict_word(busy) == "FAIL"
+    assert views.verdict_word(tui.failed_payload("r")) == "FAIL"
+    assert views.verdict_word(tui.passed_payload("r")) == "PASS"
+
+
 def test_filter_words_and_sort_orders(filled, tui):
     rows = views.run_rows(filled, tui.NOW)
     assert [r.id for r in views.arrange(rows, "softmax", 0)] == [tui.WAITING, tui.PASSED]
