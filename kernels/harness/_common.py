@@ -176,7 +176,7 @@ def time_interleaved(fns: dict, args, reps: int, warmup: int, flush: Flusher | N
     """Median seconds per call of each fn, measured round-robin so machine noise hits all alike.
     On a GPU the clock stops after a device synchronise, so queued work is counted. Warm-up: at
     least `warmup` rounds and `warmup_s` seconds of them (a fresh candidate's first ten or so
-    calls can cost several times its steady pace: new heap pages for its outputs)."""
+    calls can cost several times its steady pace)."""
     sync = flush.sync if flush is not None else (lambda: None)
     names = list(fns)
     start, done = _perf(), 0

@@ -145,15 +145,13 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-# --------------------------------------------------------------------------------- workers
-
 # ----------------------------------------------------------------------------------- timing
 
 def warm_up(run, min_calls: int, min_s: float, max_calls: int) -> int:
     """Call a subject until it is past its first-call costs: at least `min_calls` calls and `min_s`
-    seconds of them, in chunks that double. `run(n)` makes n calls and returns their wall seconds.
-    A few calls are not enough: a candidate fresh from its import was seen taking 6-12 ms per call
-    for its first ten or so calls and 1.1 ms after (fresh heap pages for its outputs), so the
+    seconds of them, in chunks sized to the time left (at most doubling). `run(n)` makes n calls
+    and returns their wall seconds. A few calls are not enough: a candidate fresh from its import
+    was seen taking 6-12 ms per call for its first ten or so calls and 1.1 ms after, so the
     calibration below, and every round it sized, measured the start-up. Returns the calls made."""
     calls, spent, n = 0, 0.0, max(1, min_calls)
     while True:
@@ -183,6 +181,8 @@ def calibrate(timed, target_s: float, max_iters: int, max_rounds: int = 8) -> fl
         n = min(max_iters, 2 * n)
     return best
 
+
+# --------------------------------------------------------------------------------- workers
 
 class Stop(Exception):
     """Ends supervision: why (timeout, memory, pids, output, exit, protocol) and in which phase."""
