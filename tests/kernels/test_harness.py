@@ -109,3 +109,50 @@ def test_bench_flags_a_wrong_candidate(ksb, task_dir, inspected):
     cand.write_text(src)
     res = benchmark(ksb, task, cand, baselines=(), reps=2, warmup=1)
     assert not res.ok and res.error == "incorrect" and "elements off" in res.detail
+
+
+_LOGGING_CANDIDATE = '''
+import os
+import torch
+import torch.nn as nn
+
+ASSAY_VARIANTS = [{"v": 0}, {"v": 1}, {"v": 2}]
+_variant = 0
+_LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.log")
+
+
+def assay_select(index):
+    global _variant
+    _variant = int(index)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with open(_LOG, "a") as f:
+            f.write(str(_variant))
+        return torch.relu(x) + (1.0 if _variant == 1 else 0.0)
+'''
+
+
+def test_tune_times_its_variants_in_the_same_rounds_and_names_a_wrong_one(ksb, task_dir):
+    """Variants timed one after another would each meet a different moment of the neighbours'
+    load; the tuner interleaves them, so a burst hits every variant alike."""
+    task = task_dir / "relu_task.py"
+    task.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return torch.relu(x)\n\n"
+                    "def get_inputs():\n    return [torch.randn(64, 64)]\n\ndef get_init_inputs():\n    return []\n")
+    cand = task_dir / "logging_candidate.py"
+    cand.write_text(_LOGGING_CANDIDATE)
+    log = task_dir / "calls.log"
+    log.unlink(missing_ok=True)
+    out = call_harness(ksb, "run.py", ["tune", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--variants", "0,1,2",
+                                       "--reps", "6"], timeout=300)
+    rows = {r["variant"]: r for r in out["results"]}
+    assert rows[0]["ok"] and rows[2]["ok"] and rows[0]["reps"] == rows[2]["reps"] == 6
+    assert rows[1]["ok"] is False and "elements off" in rows[1]["error"]
+    calls = log.read_text()
+    assert calls[:3] == "012"                     # the correctness gate, once each
+    timed = calls[3:]
+    assert "1" not in timed                       # a wrong variant is never timed
+    switches = sum(1 for a, b in zip(timed, timed[1:]) if a != b)
+    assert switches >= 6, timed                   # alternating (9 here), not all of 0 then all of 2 (2)
