@@ -79,9 +79,13 @@ AI vf vrsqrt(vf x) { return 1.0f / vsqrt(x); }
 // are needed. Degree-5 polynomial (near-minimax on [-ln2/2, ln2/2], fitted by least squares on
 // Chebyshev nodes): at most 1.7e-7 relative error over the whole range, measured against
 // double-precision exp. Half the cost of the Cephes form (vexp_core), which made softmax exp-bound.
+AI vf vexp_body(vf x);
 AI vf vexp(vf x) {
   // max_ps/min_ps return their second operand when either is NaN, so NaN passes through.
-  x = (vf)_mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(-104.f), (__m512)x));
+  return vexp_body((vf)_mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(-104.f), (__m512)x)));
+}
+// x already in [-104, 89] (or NaN).
+AI vf vexp_body(vf x) {
   const vf n = (vf)_mm512_roundscale_ps((__m512)(x * 1.44269504088896341f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   vf r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -126,7 +130,7 @@ AI vf vexp(vf x) {
 AI vf vexp_clamped(vf x) {
   x = vmin(vmax(x, vsplat(-87.33654f)), vsplat(88.37626f));
 #if defined(__AVX512F__)
-  return vexp(x);
+  return vexp_body(x);  // inside vexp's range already: its clamp would be two more instructions
 #else
   return vexp_core(x);
 #endif
@@ -216,7 +220,8 @@ AI vf verf(vf x) {
 
 AI vf vgelu(vf x) { return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f)); }
 AI vf vgelu_tanh(vf x) { return 0.5f * x * (1.0f + vtanh(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
-AI vf vsilu(vf x) { return vnan_through(x, x * vrcp(1.0f + vexp_clamped(-x))); }
+// A NaN x needs no select: the clamp turns it into a number, and the product with x is NaN again.
+AI vf vsilu(vf x) { return x * vrcp(1.0f + vexp_clamped(-x)); }
 // log1p(t) for t in [0, 1]: 2 atanh(u) with u = t / (2 + t) in [0, 1/3], as 2u P(u^2), P of
 // degree 4 fitted for relative error (7.6e-9 with fp32 coefficients). No log, no range reduction.
 AI vf vlog1p_unit(vf t) {

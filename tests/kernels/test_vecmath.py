@@ -87,6 +87,8 @@ int main() {
   SWEEP("mish", vmish(x), xd * std::tanh(softplus(xd, 1, 20)), -120., 120.)
   SWEEP("erf", verf(x), std::erf(xd), -8., 8.)
   SWEEP("gelu", vgelu(x), gelu(xd), -12., 12.)
+  SWEEP("sigmoid", vsigmoid(x), 1 / (1 + std::exp(-xd)), -120., 120.)
+  SWEEP("silu", vsilu(x), xd / (1 + std::exp(-xd)), -120., 120.)
   int bad = 0;
   const float specials[] = {-INFINITY, INFINITY, NAN, 0.f, -0.f};
   for (float s : specials) {
@@ -95,6 +97,11 @@ int main() {
     bad += edge(s, vmish(x)[0], s == INFINITY ? INFINITY : s * std::tanh(softplus(s, 1, 20)));
     bad += edge(s, verf(x)[0], std::erf(s));
     bad += edge(s, vtanh_softplus(x, 1.f, 20.f)[0], std::tanh(softplus(s, 1, 20)));
+    // At -inf the clamp that keeps exp finite leaves sigmoid a denormal (4e-39) where torch has
+    // 0, and silu -inf (AVX-512) or NaN where torch has -inf * 0 = NaN.
+    if (s == -INFINITY) { bad += !(vsigmoid(x)[0] < 1e-38f); continue; }
+    bad += edge(s, vsigmoid(x)[0], 1 / (1 + std::exp(-(double)s)));
+    bad += edge(s, vsilu(x)[0], s == INFINITY ? INFINITY : s / (1 + std::exp(-(double)s)));
   }
   std::printf("bad %d\n", bad);
 }
@@ -115,6 +122,7 @@ def test_activations_match_double_precision(tmp_path, flags):
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
     worst = {line.split()[0]: float(line.split()[1]) for line in out if line and not line.startswith(("bad", "edge"))}
     assert out[-2] == "bad 0" or out[-1] == "bad 0", [line for line in out if line.startswith("edge")]
-    assert set(worst) == {"softplus", "softplus_beta", "tanh_softplus", "tanh_softplus_beta", "mish", "erf", "gelu"}
+    assert set(worst) == {"softplus", "softplus_beta", "tanh_softplus", "tanh_softplus_beta", "mish", "erf", "gelu",
+                          "sigmoid", "silu"}
     too_far = {k: v for k, v in worst.items() if not v < 2e-6}
     assert not too_far, too_far
