@@ -208,7 +208,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
       const float sum = vhsum(sv);
       {'const vf inv = vsplat(1.0f / sum); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { vprefetch(nx + i); return vexp(LD(xr, i, cnt) - mv) * inv; });'
        if op == 'softmax' else
-       'const vf sh = mv + vsplat(logf(sum)); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { return LD(xr, i, cnt) - sh; });'}
+       'const vf sh = mv + vsplat(logf(sum)); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { vprefetch(nx + i); return LD(xr, i, cnt) - sh; });'}
     }}"""
     elif op == "layer_norm":
         row = """
