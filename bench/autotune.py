@@ -78,12 +78,39 @@ def run_task(name: str, ledger, reps: int, say) -> dict:
     }
 
 
+def markdown(out: dict) -> str:
+    lines = [
+        f"`bench/autotune.py`: geomean **warm_start_speedup {(out['warm_start_speedup'] or 0):.1f}x** "
+        f"(exact-key winner reused); **{(out['warm_start_speedup_confirmed'] or 0):.1f}x** when the warm "
+        "machine builds and times the seed before taking it. Time to reach a configuration within 2% of the "
+        "full-search best; cold = empty cache, warm = a fresh workspace (no build cache) seeded from the team "
+        "database the cold run wrote; clocks include builds and harness starts.",
+        "",
+        "| task | space | cold rounds | cold to target (s) | cold full search (s) | warm, reused (s) | speedup "
+        "| warm, seed timed (s) | speedup |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in out["per_task"]:
+        lines.append(f"| {r['task']} | {r.get('space')} | {r.get('cold_rounds')} | {r.get('cold_time_to_target_s')} | "
+                     f"{r.get('cold_search_s')} | {r.get('warm_time_to_target_s')} | "
+                     f"{(r.get('warm_start_speedup') or 0):.0f}x | {r.get('confirmed_time_to_target_s')} | "
+                     f"{(r.get('warm_start_speedup_confirmed') or 0):.1f}x |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", default="linear_bias_relu,softmax,silu_bias_clamp")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--write-results", action="store_true")
+    ap.add_argument("--summarise", metavar="RUN.json", help="write a saved run's figures, run nothing")
     args = ap.parse_args()
+    if args.summarise:
+        out = json.loads(Path(args.summarise).read_text())
+        if args.write_results:
+            write_section(subsection("### Autotune warm start", markdown(out)))
+        print(json.dumps(out, indent=1, default=str))
+        return
     from assay.ledger import Ledger
 
     names = args.tasks.split(",")
@@ -107,23 +134,7 @@ def main() -> None:
         "per_task": rows,
     }
     if args.write_results:
-        lines = [
-            f"`bench/autotune.py`: geomean **warm_start_speedup {(out['warm_start_speedup'] or 0):.1f}x** "
-            f"(exact-key winner reused); **{(out['warm_start_speedup_confirmed'] or 0):.1f}x** when the warm "
-            "machine builds and times the seed before taking it. Time to reach a configuration within 2% of the "
-            "full-search best; cold = empty cache, warm = a fresh workspace (no build cache) seeded from the team "
-            "database the cold run wrote; clocks include builds and harness starts.",
-            "",
-            "| task | space | cold rounds | cold to target (s) | cold full search (s) | warm, reused (s) | speedup "
-            "| warm, seed timed (s) | speedup |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for r in rows:
-            lines.append(f"| {r['task']} | {r.get('space')} | {r.get('cold_rounds')} | {r.get('cold_time_to_target_s')} | "
-                         f"{r.get('cold_search_s')} | {r.get('warm_time_to_target_s')} | "
-                         f"{(r.get('warm_start_speedup') or 0):.0f}x | {r.get('confirmed_time_to_target_s')} | "
-                         f"{(r.get('warm_start_speedup_confirmed') or 0):.1f}x |")
-        write_section(subsection("### Autotune warm start", "\n".join(lines)))
+        write_section(subsection("### Autotune warm start", markdown(out)))
     print(json.dumps(out, indent=1, default=str))
 
 

@@ -90,7 +90,8 @@ def test_build_test_bench_tune_contracts(ksb, task_dir, inspected):
     assert res.ok, (res.error, res.detail)
     assert set(res.seconds) == {"candidate", "eager"} and all(v > 0 for v in res.seconds.values())
     assert res.speedup_vs_eager > 0 and res.speedup_vs_compile is None
-    assert res.copy_gbps > 0 and res.bandwidth_fraction > 0
+    assert res.copy_gbps > 0 and res.bandwidth_fraction > 0 and res.copy_gbps_large > 0 and res.bandwidth_fraction_large > 0
+    assert set(res.raw["times"]) == {"candidate", "eager"}  # the copies are timed in the same rounds, reported apart
     assert res.bytes == 2 * 4 * 131 * 35                        # input + output of the shrunk softmax
 
     out = call_harness(ksb, "run.py", ["tune", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--variants", "2,0",
