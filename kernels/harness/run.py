@@ -114,11 +114,12 @@ def cmd_bench(args) -> None:
             compile_s = _common._perf() - t0
             fns["compile"] = compiled
         flush = _common.Flusher(device=dev)
-        # The copy roofline is timed in the same rounds as the subjects, so the neighbours' load
-        # on a shared machine hits the kernel and the copy it is measured against alike.
         params = list(ref.parameters()) + list(ref.buffers())
         moved = _common.nbytes(list(inputs) + params) + _common.nbytes([expected])
-        copy_fns, copy_bytes = _copy_probes(moved) if args.copy_bw else ({}, {})
+        # The copy roofline is timed in the same rounds as the subjects, so the neighbours' load
+        # on a shared machine hits the kernel and the copy it is measured against alike. Host
+        # copies: a roofline for CPU kernels only (a GPU's would be a device-to-device copy).
+        copy_fns, copy_bytes = _copy_probes(moved) if args.copy_bw and dev == "cpu" else ({}, {})
         times = _common.time_interleaved({**fns, **copy_fns}, inputs, args.reps, args.warmup, flush,
                                          warmup_s=args.warmup_s)
         copy = _copy_rates({n: times.pop(n) for n in copy_fns}, copy_bytes) if copy_fns else None
