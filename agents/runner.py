@@ -190,7 +190,11 @@ async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: boo
         graph = graph_def.compile(checkpointer=saver)
         payload = first
         while True:
-            result = await graph.ainvoke(payload, config, context=deps)
+            # "sync": a node's checkpoint is written before the next node starts. Under the
+            # default ("async") a kill during verify could leave the last checkpoint a step
+            # behind; the resumed run redid that step, found the later step's submission in
+            # the ledger and went to verify one step short (budget_used.steps 5 of 6).
+            result = await graph.ainvoke(payload, config, context=deps, durability="sync")
             interrupts = result.get("__interrupt__") if isinstance(result, dict) else None
             if not interrupts:
                 break
