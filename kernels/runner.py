@@ -146,23 +146,21 @@ class BenchResult:
         the copy moving as many bytes as the task (so it pays the same fixed costs). On a
         shared machine the neighbours move the memory bandwidth by up to 2x from one minute to
         the next, and a ratio of figures taken at different times would measure them."""
-        if self.achieved_gbps is None or not self.copy_gbps:
-            return None
-        return self.achieved_gbps / self.copy_gbps
+        return _ratio(self.achieved_gbps, self.copy_gbps)
 
     @property
     def bandwidth_fraction_large(self) -> float | None:
         """Achieved over the STREAM-sized copy's rate, medians of the same rounds."""
-        if self.achieved_gbps is None or not self.copy_gbps_large:
-            return None
-        return self.achieved_gbps / self.copy_gbps_large
+        return _ratio(self.achieved_gbps, self.copy_gbps_large)
 
     @property
     def bandwidth_fraction_best(self) -> float | None:
         """The same from each one's best repetition (STREAM reports best-of-N rates)."""
-        if self.achieved_gbps_best is None or not self.copy_gbps_best:
-            return None
-        return self.achieved_gbps_best / self.copy_gbps_best
+        return _ratio(self.achieved_gbps_best, self.copy_gbps_best)
+
+
+def _ratio(achieved: float | None, copy: float | None) -> float | None:
+    return None if achieved is None or not copy else achieved / copy
 
 
 # --- the functions the tools call -------------------------------------------------------------

@@ -79,12 +79,7 @@ AI vf vrsqrt(vf x) { return 1.0f / vsqrt(x); }
 // are needed. Degree-5 polynomial (near-minimax on [-ln2/2, ln2/2], fitted by least squares on
 // Chebyshev nodes): at most 1.7e-7 relative error over the whole range, measured against
 // double-precision exp. Half the cost of the Cephes form (vexp_core), which made softmax exp-bound.
-AI vf vexp_body(vf x);
-AI vf vexp(vf x) {
-  // max_ps/min_ps return their second operand when either is NaN, so NaN passes through.
-  return vexp_body((vf)_mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(-104.f), (__m512)x)));
-}
-// x already in [-104, 89] (or NaN).
+// The body, for x already in [-104, 89] (or NaN); vexp below clamps to that range first.
 AI vf vexp_body(vf x) {
   const vf n = (vf)_mm512_roundscale_ps((__m512)(x * 1.44269504088896341f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   vf r = x - n * 0.693359375f;
@@ -96,6 +91,10 @@ AI vf vexp_body(vf x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   return (vf)_mm512_scalef_ps((__m512)p, (__m512)n);
+}
+AI vf vexp(vf x) {
+  // max_ps/min_ps return their second operand when either is NaN, so NaN passes through.
+  return vexp_body((vf)_mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(-104.f), (__m512)x)));
 }
 #endif
 
