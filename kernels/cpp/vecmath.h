@@ -53,9 +53,29 @@ AI void vfence() {
 #endif
 }
 
-AI vf vsel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
-AI vf vmax(vf a, vf b) { return a > b ? a : b; }
-AI vf vmin(vf a, vf b) { return a < b ? a : b; }
+// m's lanes are all ones or all zeros (a comparison's result). Written as a vector ?: so the
+// compiler can keep the comparison in an AVX-512 mask register and blend in one instruction.
+AI vf vsel(vi m, vf a, vf b) { return m ? a : b; }
+// a > b ? a : b, NaN in a giving b: exactly what maxps and minps compute, but GCC does not pick
+// them for the ?: form (it compared and blended: two instructions where one does).
+AI vf vmax(vf a, vf b) {
+#if defined(__AVX512F__)
+  return (vf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif defined(__AVX__)
+  return (vf)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+  return a > b ? a : b;
+#endif
+}
+AI vf vmin(vf a, vf b) {
+#if defined(__AVX512F__)
+  return (vf)_mm512_min_ps((__m512)a, (__m512)b);
+#elif defined(__AVX__)
+  return (vf)_mm256_min_ps((__m256)a, (__m256)b);
+#else
+  return a < b ? a : b;
+#endif
+}
 AI vf vabs(vf a) { return (vf)((vi)a & 0x7fffffff); }
 AI vf vcopysign(vf mag, vf sgn) { return (vf)(((vi)mag & 0x7fffffff) | ((vi)sgn & (int32_t)0x80000000)); }
 
@@ -123,6 +143,16 @@ AI vf vexp(vf x) {
   return vsel(x != x, x, y);
 }
 #endif
+
+// exp of x <= 0 (or NaN, which passes through): only the lower clamp, which keeps -inf's
+// range reduction finite; the upper one could never act.
+AI vf vexp_nonpos(vf x) {
+#if defined(__AVX512F__)
+  return vexp_body(vmax(vsplat(-104.f), x));  // maxps returns its second operand for a NaN
+#else
+  return vexp(x);
+#endif
+}
 
 // exp on inputs clamped to the finite range: no inf, no NaN out. The building block of the
 // activations below, where those edge values would only cost instructions.
@@ -198,7 +228,8 @@ AI vf vsigmoid(vf x) { return vnan_through(x, vrcp(1.0f + vexp_clamped(-x))); }
 // erf as one rational function of x on [-4, 4] (erf is +-1 in fp32 beyond): an odd degree-13
 // numerator over an even degree-8 denominator, the coefficients Eigen and XLA use. No exp: about
 // two thirds of the instructions of the A&S 7.1.26 form with its exp, at a few ulp.
-AI vf verf(vf x) {
+// The body: a NaN x comes out as -1 (the clamp turns it into -4).
+AI vf verf_body(vf x) {
   const vf c = vmin(vmax(x, vsplat(-4.f)), vsplat(4.f));
   const vf z = c * c;
   vf p = vsplat(-2.72614225801306e-10f);
@@ -214,10 +245,12 @@ AI vf verf(vf x) {
   q = q * z - 7.37332916720468e-03f;
   q = q * z - 1.42647390514189e-02f;
   // The rational overshoots 1 by an ulp near 4; erf never does (gelu's 1 + erf must stay >= 0).
-  return vnan_through(x, vmin(vmax(c * p * vrcp(q), vsplat(-1.f)), vsplat(1.f)));
+  return vmin(vmax(c * p * vrcp(q), vsplat(-1.f)), vsplat(1.f));
 }
+AI vf verf(vf x) { return vnan_through(x, verf_body(x)); }
 
-AI vf vgelu(vf x) { return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f)); }
+// A NaN x needs no select: the product with x is NaN again.
+AI vf vgelu(vf x) { return 0.5f * x * (1.0f + verf_body(x * 0.70710678118654752f)); }
 AI vf vgelu_tanh(vf x) { return 0.5f * x * (1.0f + vtanh(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
 // A NaN x needs no select: the clamp turns it into a number, and the product with x is NaN again.
 AI vf vsilu(vf x) { return x * vrcp(1.0f + vexp_clamped(-x)); }
@@ -237,9 +270,12 @@ AI vf vlog1p_unit(vf t) {
 // torch's softplus: x where beta*x > threshold, else log1p(exp(beta*x)) / beta, computed as
 // max(bx, 0) + log1p(exp(-|bx|)) so the log's argument stays in [1, 2] and nothing overflows.
 AI vf vsoftplus(vf x, float beta, float threshold) {
+  // torch's defaults, beta 1 and threshold 20, need neither the scaling nor the select: beyond
+  // 17, x + log1p(exp(-x)) rounds to x in fp32. The test is loop-invariant; GCC unswitches on it.
+  if (beta == 1.0f && threshold >= 17.f) return vmax(x, vsplat(0.f)) + vlog1p_unit(vexp_nonpos(-vabs(x)));
   const vf bx = x * beta;
   // A NaN reaches the result through exp and the log (vmax drops it; the sum keeps it).
-  const vf soft = (vmax(bx, vsplat(0.f)) + vlog1p_unit(vexp(-vabs(bx)))) * (1.0f / beta);
+  const vf soft = (vmax(bx, vsplat(0.f)) + vlog1p_unit(vexp_nonpos(-vabs(bx)))) * (1.0f / beta);
   return vsel(bx > threshold, x, soft);
 }
 

@@ -96,6 +96,8 @@ int main() {
     bad += edge(s, vsoftplus(x, 1.f, 20.f)[0], softplus(s, 1, 20));
     bad += edge(s, vmish(x)[0], s == INFINITY ? INFINITY : s * std::tanh(softplus(s, 1, 20)));
     bad += edge(s, verf(x)[0], std::erf(s));
+    // gelu(-inf) is -inf * 0, NaN, here and in torch; gelu(inf) is inf (torch's vectorized erf gives NaN).
+    bad += edge(s, vgelu(x)[0], gelu(s));
     bad += edge(s, vtanh_softplus(x, 1.f, 20.f)[0], std::tanh(softplus(s, 1, 20)));
     // At -inf the clamp that keeps exp finite leaves sigmoid a denormal (4e-39) where torch has
     // 0, and silu -inf (AVX-512) or NaN where torch has -inf * 0 = NaN.
