@@ -65,6 +65,8 @@ ACTIVATIONS = r"""
 #include <cstdio>
 static double softplus(double x, double beta, double thr) { return beta * x > thr ? x : std::log1p(std::exp(beta * x)) / beta; }
 static double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+static double gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static long bad_tanh = 0;
 // Worst error over [lo, hi): absolute below 1, relative above (allclose's atol and rtol in one).
 #define SWEEP(NAME, EXPR, REF, LO, HI) { double worst = 0; \
   for (double x0 = LO; x0 < HI; x0 += (HI - LO) / 4e5) { \
@@ -89,7 +91,13 @@ int main() {
   SWEEP("gelu", vgelu(x), gelu(xd), -12., 12.)
   SWEEP("sigmoid", vsigmoid(x), 1 / (1 + std::exp(-xd)), -120., 120.)
   SWEEP("silu", vsilu(x), xd / (1 + std::exp(-xd)), -120., 120.)
-  int bad = 0;
+  SWEEP("tanh", vtanh(x), std::tanh(xd), -20., 20.)
+  SWEEP("gelu_tanh", vgelu_tanh(x), gelu_tanh(xd), -12., 12.)
+  // |tanh| never exceeds 1, and is exactly 1 from 9.02 on, where fp32 rounds tanh to 1.
+  { long off = 0; for (double x0 = -12; x0 < 12; x0 += 1e-4) { float a = vtanh(vsplat((float)x0))[0];
+      off += a > 1.f || a < -1.f || (std::fabs(x0) > 9.02 && std::fabs(a) != 1.f); }
+    if (off) { std::printf("edge tanh: |tanh| > 1, or not 1 where it saturates, at %ld points\n", off); } bad_tanh = off; }
+  int bad = bad_tanh;
   const float specials[] = {-INFINITY, INFINITY, NAN, 0.f, -0.f};
   for (float s : specials) {
     vf x = vsplat(s);
@@ -98,6 +106,8 @@ int main() {
     bad += edge(s, verf(x)[0], std::erf(s));
     // gelu(-inf) is -inf * 0, NaN, here and in torch; gelu(inf) is inf (torch's vectorized erf gives NaN).
     bad += edge(s, vgelu(x)[0], gelu(s));
+    bad += edge(s, vtanh(x)[0], std::tanh(s));
+    bad += edge(s, vgelu_tanh(x)[0], gelu_tanh(s));
     bad += edge(s, vtanh_softplus(x, 1.f, 20.f)[0], std::tanh(softplus(s, 1, 20)));
     // At -inf the clamp that keeps exp finite leaves sigmoid a denormal (4e-39) where torch has
     // 0, and silu -inf (AVX-512) or NaN where torch has -inf * 0 = NaN.
@@ -125,6 +135,6 @@ def test_activations_match_double_precision(tmp_path, flags):
     worst = {line.split()[0]: float(line.split()[1]) for line in out if line and not line.startswith(("bad", "edge"))}
     assert out[-2] == "bad 0" or out[-1] == "bad 0", [line for line in out if line.startswith("edge")]
     assert set(worst) == {"softplus", "softplus_beta", "tanh_softplus", "tanh_softplus_beta", "mish", "erf", "gelu",
-                          "sigmoid", "silu"}
+                          "sigmoid", "silu", "tanh", "gelu_tanh"}
     too_far = {k: v for k, v in worst.items() if not v < 2e-6}
     assert not too_far, too_far
