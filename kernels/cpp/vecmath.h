@@ -265,17 +265,21 @@ AI vf vgelu(vf x) { return 0.5f * x * (1.0f + verf_body(x * 0.70710678118654752f
 AI vf vgelu_tanh(vf x) { return 0.5f * x * (1.0f + vtanh_body(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
 // A NaN x needs no select: the clamp turns it into a number, and the product with x is NaN again.
 AI vf vsilu(vf x) { return x * vrcp(1.0f + vexp_clamped(-x)); }
-// log1p(t) for t in [0, 1]: 2 atanh(u) with u = t / (2 + t) in [0, 1/3], as 2u P(u^2), P of
-// degree 4 fitted for relative error (7.6e-9 with fp32 coefficients). No log, no range reduction.
+// log1p(t) for t in [0, 1] as t q(t), q of degree 8 interpolating log1p(t) / t at Chebyshev-
+// Lobatto nodes, so exact at both ends (softplus(0) is ln 2 to the ulp): 1.6e-7 relative error
+// in fp32 Horner with FMA (measured over 2e5 points). No divide and no rcp: nine instructions
+// where 2 atanh(t / (2 + t)) took twelve.
 AI vf vlog1p_unit(vf t) {
-  const vf u = t * vrcp(2.0f + t);
-  const vf w = u * u;
-  vf p = vsplat(1.408089697e-01f);
-  p = p * w + 1.398213506e-01f;
-  p = p * w + 2.001232803e-01f;
-  p = p * w + 3.333316147e-01f;
-  p = p * w + 1.0f;
-  return (u + u) * p;
+  vf q = vsplat(0.005253457929939032f);
+  q = q * t - 0.02979203127324581f;
+  q = q * t + 0.0790819600224495f;
+  q = q * t - 0.13775134086608887f;
+  q = q * t + 0.1918097883462906f;
+  q = q * t - 0.2486920803785324f;
+  q = q * t + 0.3332352042198181f;
+  q = q * t - 0.4999977648258209f;
+  q = q * t + 1.0f;
+  return q * t;
 }
 
 // torch's softplus: x where beta*x > threshold, else log1p(exp(beta*x)) / beta, computed as
