@@ -9,6 +9,8 @@ back exactly the text that was redacted.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import re2
 
 # A placeholder is ASCII so JSON, YAML and shell quoting leave it byte-for-byte unchanged,
@@ -19,6 +21,7 @@ PLACEHOLDER_RE = re2.compile(rb"\[\[(?:SECRET|PII):[A-Za-z0-9][A-Za-z0-9._-]{0,8
 CATEGORIES = ("SECRET", "PII")
 
 
+@lru_cache(maxsize=1024)  # a run has a few dozen kinds; a dense text asks for each hundreds of times
 def _safe_kind(kind: str) -> str:
     """Kinds come from rule ids and env names; anything else is folded into the allowed set."""
     out = "".join(c if (c.isascii() and (c.isalnum() or c in "._-")) else "-" for c in kind)[:80]
