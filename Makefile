@@ -65,6 +65,7 @@ bench: install sandboxes
 	$(PY) bench/sandbox.py
 	$(PY) bench/gateway.py
 	$(PY) bench/kernels.py
+	$(PY) bench/activations.py
 	$(PY) bench/autotune.py
 
 # The newest versions pyproject.toml allows, resolved in a scratch venv, become constraints.txt.
