@@ -145,6 +145,9 @@ ROW_SPACE = {"unroll": [2, 1, 4], "nt": [1, 0]}
 # Algorithms per op, the default first. softmax 2: exp once into a per-thread scratch row, then
 # one streaming pass writes y, so y's lines are never read (no read-for-ownership traffic).
 ROW_ALGS = {"softmax": [2, 0, 1], "log_softmax": [0], "layer_norm": [0, 1], "rms_norm": [0]}
+# How many rows ahead a row's write pass fetches. log_softmax, three passes per row, chose 2 over
+# 1 in all four tunings that offered both (about 6%); the others split evenly (bench/RESULTS.md).
+ROW_PREFETCH = {"log_softmax": 2}
 
 
 def rowreduce_space(op: str) -> list[dict]:
@@ -260,7 +263,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
         raise ValueError(op)
     src = f"""{vecmath()}
 {_ROW_PRELUDE}
-static const int HAS_W = {has_w}, HAS_B = {has_b};
+static const int HAS_W = {has_w}, HAS_B = {has_b}, PF = {ROW_PREFETCH.get(op, 1)};
 
 template <int U, int NT, int ALG>
 static void rows(float* out, const float* const* L, const long* D, const float* K) {{
@@ -282,7 +285,7 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
     for (long r = 0; r < nrows; ++r) {{
       const float* xr = x + r * cols;
       float* yr = out + r * cols;
-      const float* nx = r + 1 < nrows ? xr + cols : xr;  // the next row, prefetched while this one computes
+      const float* nx = r + PF < nrows ? xr + PF * cols : xr;  // a row ahead, prefetched while this one computes
       (void)nx;
       {row}
     }}
