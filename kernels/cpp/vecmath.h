@@ -231,6 +231,7 @@ AI vf vtanh_body(vf x) {
   q = q * z + 4.89352518554385e-03f;
   return vmin(vmax(c * p * vrcp(q), vsplat(-1.f)), vsplat(1.f));
 }
+#undef TANH_UP
 AI vf vtanh(vf x) { return vnan_through(x, vtanh_body(x)); }
 
 AI vf vsigmoid(vf x) { return vnan_through(x, vrcp(1.0f + vexp_clamped(-x))); }
