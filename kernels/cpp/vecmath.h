@@ -114,7 +114,7 @@ AI vf vexp_body(vf x) {
 }
 AI vf vexp(vf x) {
   // max_ps/min_ps return their second operand when either is NaN, so NaN passes through.
-  return vexp_body((vf)_mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(-104.f), (__m512)x)));
+  return vexp_body(vmin(vsplat(89.f), vmax(vsplat(-104.f), x)));
 }
 #endif
 
@@ -283,16 +283,18 @@ AI vf vlog1p_unit(vf t) {
   return q * t;
 }
 
-// torch's softplus: x where beta*x > threshold, else log1p(exp(beta*x)) / beta, computed as
-// max(bx, 0) + log1p(exp(-|bx|)) so the log's argument stays in [1, 2] and nothing overflows.
+// log(1 + exp(v)) as max(v, 0) + log1p(exp(-|v|)), so the log's argument stays in [1, 2] and
+// nothing overflows. A NaN reaches the result through exp and the log (vmax drops it; the sum
+// keeps it).
+AI vf vsoftplus_unscaled(vf v) { return vmax(v, vsplat(0.f)) + vlog1p_unit(vexp_nonpos(-vabs(v))); }
+
+// torch's softplus: x where beta*x > threshold, else log1p(exp(beta*x)) / beta.
 AI vf vsoftplus(vf x, float beta, float threshold) {
   // torch's defaults, beta 1 and threshold 20, need neither the scaling nor the select: beyond
   // 17, x + log1p(exp(-x)) rounds to x in fp32. The test is loop-invariant; GCC unswitches on it.
-  if (beta == 1.0f && threshold >= 17.f) return vmax(x, vsplat(0.f)) + vlog1p_unit(vexp_nonpos(-vabs(x)));
+  if (beta == 1.0f && threshold >= 17.f) return vsoftplus_unscaled(x);
   const vf bx = x * beta;
-  // A NaN reaches the result through exp and the log (vmax drops it; the sum keeps it).
-  const vf soft = (vmax(bx, vsplat(0.f)) + vlog1p_unit(vexp_nonpos(-vabs(bx)))) * (1.0f / beta);
-  return vsel(bx > threshold, x, soft);
+  return vsel(bx > threshold, x, vsoftplus_unscaled(bx) * (1.0f / beta));
 }
 
 // tanh(softplus(x)) for beta 1: with e = exp(x), tanh(log(1 + e)) = n / (n + 2), n = e (e + 2).
