@@ -7,7 +7,8 @@ text they replaced (the gateway calls it only for tools whose capability allows 
 
 Detectors, all deterministic and all RE2 (linear time on attacker-controlled text):
 1. values assay knows are secret (registered, from secret-looking env variables, key files),
-   also base64/hex/URL-encoded and wrapped across lines (known_secrets.py);
+   also base64/hex/URL-encoded, JSON/HTML-escaped, wrapped across lines, and in pieces as a
+   dump tool shows them (known_secrets.py);
 2. gitleaks' rule set, loaded as data (secret_rules.py);
 3. personal data: e-mail, phone, IPv4/IPv6, Luhn-valid cards, mod-97-valid IBANs (pii.py);
 4. high-entropy tokens (entropy.py).

@@ -30,6 +30,9 @@ def canaries() -> dict[str, str]:
         "jwt": f"{header}.{body}.{rand(ALNUM + '-_', 43)}",
         "generic": rand(ALNUM, 24) + "7",
         "password": "Tr0ub4dor&3-" + rand(ALNUM, 8),
+        # characters every text encoder escapes: JSON's quote, backslash and slash, HTML's
+        # <, >, &, ', and non-ASCII letters (\u00fc in Python's json.dumps)
+        "escapable": 'Pä"ss\\wö<r>d/' + rand(ALNUM, 10) + "'&ü€",
         "pem": pem,
     }
 

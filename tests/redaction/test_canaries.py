@@ -8,15 +8,23 @@ wrapped across lines, inside JSON and inside a stack trace. Not one of them may 
 from __future__ import annotations
 
 import base64
+import html
 import json
 import traceback
 import urllib.parse
 
 import pytest
 
+from assay.policies import known_secrets
 from assay.policies.vault import PLACEHOLDER_RE
 
-KINDS = ["aws", "github", "jwt", "generic", "password", "pem"]
+KINDS = ["aws", "github", "jwt", "generic", "password", "escapable", "pem"]
+
+
+def _go_json(value: str) -> str:
+    """Go's encoding/json: <, > and & as \\u003c, \\u003e, \\u0026, non-ASCII left as is."""
+    out = json.dumps(value, ensure_ascii=False)
+    return out.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _encodings(value: str) -> dict[str, str]:
@@ -27,7 +35,14 @@ def _encodings(value: str) -> dict[str, str]:
         "HEX": raw.hex().upper(),
         "url": urllib.parse.quote(value, safe=""),
         "url-plus": urllib.parse.quote_plus(value),
-        "json": json.dumps({"config": {"token": value}}),
+        "json": json.dumps({"config": {"token": value}}),  # ensure_ascii: non-ASCII as \\uXXXX
+        "json-utf8": json.dumps(value, ensure_ascii=False),
+        "json-go": _go_json(value),
+        "json-php": json.dumps(value).replace("/", "\\/"),  # PHP's json_encode escapes /
+        "json-in-json": json.dumps({"stdout": json.dumps({"token": value})}),
+        "html": html.escape(value),
+        "html-numeric": "".join(c if c.isalnum() and c.isascii() else f"&#{ord(c)};" for c in value),
+        "bytes-repr": repr(raw),  # b'P\\xc3\\xa4...'
     }
     for k in range(3):  # the value at each of base64's three alignments inside a larger blob
         blob = b"p" * k + b"prefix:" + raw + b":suffix"
@@ -64,6 +79,79 @@ def test_registered_canary_never_survives_any_encoding(redactor, canary, kind):
         out = redactor.redact(text)
         assert not _leaks(out, value), f"{kind} leaked in form {name}: {out!r}"
         assert PLACEHOLDER_RE.search(out.encode()), f"{kind} in form {name} left no placeholder"
+
+
+ESCAPED = ("json", "json-utf8", "json-go", "json-php", "json-in-json", "html", "html-numeric", "bytes-repr")
+
+
+@pytest.mark.parametrize("kind", ["escapable", "password", "jwt"])
+def test_escaped_forms_leave_nothing_of_the_value(redactor, canary, kind):
+    """Escaped by JSON (Go's, PHP's, nested), HTML or repr, the whole value becomes the
+    placeholder: what is left around it holds no letter or digit but the format's own."""
+    value = canary[kind]
+    redactor.add_secret(value, f"canary-{kind}")
+    for name in ESCAPED:
+        out = redactor.redact(_encodings(value)[name])
+        left = PLACEHOLDER_RE.sub(b"", out.encode()).decode()
+        for scaffold in ("config", "token", "stdout"):
+            left = left.replace(scaffold, "")
+        left = left.removeprefix("b'").removeprefix('b"')
+        assert not any(c.isalnum() for c in left), f"{kind} in form {name}: {out!r}"
+
+
+def _xxd(data: bytes) -> str:
+    """xxd's default layout: offset, 16 bytes as hex in pairs of bytes, then as text."""
+    lines = []
+    for at in range(0, len(data), 16):
+        row = data[at : at + 16]
+        hexed = " ".join(row[i : i + 2].hex() for i in range(0, len(row), 2))
+        lines.append(f"{at:08x}: {hexed:<39}  " + "".join(chr(b) if 32 <= b < 127 else "." for b in row))
+    return "\n".join(lines)
+
+
+def _hexdump_c(data: bytes) -> str:
+    """hexdump -C's layout: offset, 8 + 8 bytes as hex, the text between bars."""
+    lines = []
+    for at in range(0, len(data), 16):
+        row = data[at : at + 16]
+        left, right = " ".join(f"{b:02x}" for b in row[:8]), " ".join(f"{b:02x}" for b in row[8:])
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in row)
+        lines.append(f"{at:08x}  {left:<23}  {right:<23}  |{text}|")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("dump", [_xxd, _hexdump_c])
+@pytest.mark.parametrize("kind", ["aws", "github", "generic", "password", "escapable"])
+def test_a_dumped_canary_shows_no_long_piece(redactor, canary, kind, dump):
+    """A dump shows a value 16 bytes a line, as hex and as text, with offsets between the
+    lines. At every offset of the value in the file, no line of the redacted dump may hold,
+    in either column, a piece of it that holds one of its matched windows (any 11 bytes do,
+    unless the window there is plain text like "localhost")."""
+    value = canary[kind]
+    raw = value.encode()
+    redactor.add_secret(value, f"canary-{kind}")
+    matched = known_secrets.windows(raw)
+    assert len(matched) >= len(raw) // (2 * known_secrets.STRIDE)  # random tokens: most windows
+    pieces = {raw[i : i + n] for n in range(8, 17) for i in range(len(raw) - n + 1)}
+    pieces = {p for p in pieces if any(w in p for w in matched)}
+    for offset in range(16):
+        out = redactor.redact(dump(b"x" * offset + raw + b"\n"))
+        for line in out.splitlines():
+            flat = "".join(line.split()).lower()
+            for piece in pieces:
+                assert piece.hex() not in flat, f"{kind} at offset {offset}: hex of {piece!r} in {line!r}"
+                assert piece.decode("latin-1") not in line, f"{kind} at offset {offset}: {piece!r} in {line!r}"
+
+
+def test_plain_pieces_of_a_registered_value_stay_readable(redactor):
+    """Only specific pieces are matched: a registered database URL does not blank out its
+    host, port or database elsewhere, and a long lower-case word stays a word."""
+    redactor.add_secret("postgresql://assay:Hunter2Hunter2@localhost:5432/assay_db", "env-DATABASE_URL")
+    redactor.add_secret("correcthorsebatterystaple-Tr0ub4dor", "registered")
+    text = "serving on http://localhost:5432/assay_dbx; correcthorsebatterystaple is a password meme"
+    assert redactor.redact(text) == text
+    # a specific piece of the same values is taken: the password half of the second
+    assert "Tr0ub4dor" not in redactor.redact("hint: staple-Tr0ub4dor")
 
 
 @pytest.mark.parametrize("kind", KINDS)

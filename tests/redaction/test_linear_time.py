@@ -40,6 +40,11 @@ CASES = {
     "whitespace-mix": lambda n: " \t\r\n" * (n // 4),
     "url-escapes": lambda n: "%2" * (n // 2),
     "backslash-n": lambda n: "\\n" * (n // 2),
+    # escapes a known value may be written with (any run of backslashes), and a dump's hex
+    "backslashes": lambda n: "\\" * n,
+    "escaped-escapes": lambda n: "\\\\u00" * (n // 5),
+    "html-entities": lambda n: "&#x" * (n // 3),
+    "hex-pairs": lambda n: "68 75 6e 74 " * (n // 12),
     "near-known-secret": lambda n: "hunter2-Sup3r " * (n // 14),
     # the literal search: one literal everywhere, a short one, a keyword without its literal
     "literal-repeated": lambda n: "glpat-" * (n // 6),
@@ -64,6 +69,7 @@ def _best(redactor: Redactor, text: str) -> float:
 def test_pathological_input_is_linear(rules, case):
     redactor = Redactor(rules)
     redactor.add_secret("hunter2-Sup3r-s3cret", "registered")  # the known-secret regex is in play too
+    redactor.add_secret('p"w<&>/\\-ümlaut-7Q', "registered")  # and its escaped forms
     make = CASES[case]
     small, large = make(N), make(4 * N)
     _best(redactor, small)  # warm the DFA caches
