@@ -51,7 +51,16 @@ def forms(value: str) -> set[str]:
     for frag in base64_fragments(raw):
         out.add(frag.decode())
         out.add(frag.decode().replace("+", "-").replace("/", "_"))
+    for once in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
+        out.add(json.dumps(once)[1:-1])  # JSON inside a JSON string: escaped twice
     return {f for f in out if len(f) >= 8}
+
+
+def pieces(value: str) -> set[str]:
+    """16-byte pieces of a token, raw and as hex: what a dump shows of it a line at a time."""
+    raw = value.encode()
+    cut = [raw[i : i + 16] for i in range(len(raw) - 15)]
+    return {p.decode() for p in cut} | {p.hex() for p in cut}
 
 
 def squeeze(text: str) -> str:
@@ -64,6 +73,9 @@ def assert_clean(blob: str, where: str) -> None:
         for f in forms(value):
             assert f not in blob, f"{where}: {name} leaked as {f!r}"
             assert squeeze(f) not in squeeze(blob), f"{where}: {name} leaked wrapped"
+    flat = squeeze(blob).lower()
+    for piece in pieces(AWS):
+        assert piece.lower() not in flat, f"{where}: AWS_SECRET_ACCESS_KEY leaked in pieces, {piece!r}"
 
 
 def assert_result_clean(result, where: str) -> None:
@@ -105,13 +117,14 @@ def planted(workspace):
         f"url https://svc/?p={urllib.parse.quote(SERVICE, safe='')}\n"
     )
     (workspace / "wrapped.txt").write_text(f"token:\n{wrap(GITHUB, 7)}\nkey:\n  {wrap(AWS, 13)}\n")
-    # The canary a sandboxed program reads from a file and prints in every form.
+    # The canaries a sandboxed program reads from files and prints in every form.
     (workspace / "canary.txt").write_text(AWS)
+    (workspace / "service.txt").write_text(SERVICE)
     return workspace
 
 
 PRINTER = r"""
-import base64, sys, textwrap, urllib.parse
+import base64, json, sys, textwrap, urllib.parse
 c = open('canary.txt').read()
 print('plain', c)
 print('b64', base64.b64encode(c.encode()).decode())
@@ -119,6 +132,15 @@ print('b64url', base64.urlsafe_b64encode(('xx' + c).encode()).decode())
 print('hex', c.encode().hex())
 print('url', urllib.parse.quote('k=' + c))
 print('wrapped'); print(textwrap.fill(c, 9))
+s = open('service.txt').read()
+print('json', json.dumps({'password': s}))
+print('go-json', json.dumps(s, ensure_ascii=False).replace('<', '\\u003c').replace('&', '\\u0026'))
+print('nested', json.dumps({'stdout': json.dumps({'password': s})}))
+d = b'\0' * 5 + c.encode()  # as `xxd` shows the file: 16 bytes a line, hex then text
+for at in range(0, len(d), 16):
+    row = d[at:at + 16]
+    hexed = ' '.join(row[i:i + 2].hex() for i in range(0, len(row), 2))
+    print('%08x: %-39s  %s' % (at, hexed, ''.join(chr(b) if 32 <= b < 127 else '.' for b in row)))
 print('stderr', c, file=sys.stderr)
 raise SystemExit('failed with ' + c)
 """
