@@ -57,19 +57,22 @@ def _hexdigit(n: int) -> bytes:
 
 def _byte_alternatives(b: int) -> list[bytes]:
     """One byte raw, percent-encoded in either case (space also as '+'), or for bytes outside
-    printable ASCII as a C/Python escape (repr of bytes: \\xc3)."""
+    printable ASCII as a C/Python hex escape (repr of bytes: \\xc3) or an octal one (git's
+    quoted paths, bash's $'...': \\303)."""
     alts = [_literal(b), b"%" + _hexdigit(b >> 4) + _hexdigit(b & 15)]
     if b == 0x20:
         alts.append(rb"\+")
     if b >= 0x7F or b < 0x20:
         alts.append(rb"\\+x" + _hexdigit(b >> 4) + _hexdigit(b & 15))
+        alts.append(rb"\\+" + b"%03o" % b)
     return alts
 
 
-# Backslash escapes: JSON's (every encoder writes \" and \\; PHP also \/) and Python's or C's
-# (repr writes \'). An escape may be escaped again, as in JSON inside a JSON string (\\\"), so
-# an escape's backslash is any run of them.
-_BACKSLASHED = {'"': b'"', "'": b"'", "\\": b"", "/": b"/", "\b": b"b", "\f": b"f", "\n": b"n", "\r": b"r", "\t": b"t"}
+# Backslash escapes: JSON's (every encoder writes \" and \\; PHP also \/), Python's and C's
+# (repr writes \'), the shell's (printf %q: \&, \<) and re.escape's: any ASCII punctuation
+# may follow a backslash. An escape may be escaped again, as in JSON inside a JSON string
+# (\\\"), so an escape's backslash is any run of them.
+_CONTROL_ESCAPES = {"\b": b"b", "\f": b"f", "\n": b"n", "\r": b"r", "\t": b"t"}
 _HTML_NAMED = {"&": b"&amp;", "<": b"&lt;", ">": b"&gt;", '"': b"&quot;", "'": b"&apos;"}
 
 
@@ -97,8 +100,14 @@ def _escapes(char: str) -> list[bytes]:
     alts = [b"".join(rb"\\+u" + _hex_number(u, 4) for u in units)]
     alts.append(b"&#0*" + str(code).encode() + b";")
     alts.append(b"&#[xX]" + _hex_number(code) + b";")
-    if char in _BACKSLASHED:
-        alts.append(rb"\\+" + _BACKSLASHED[char])
+    if code <= 0xFF and not char.isascii():
+        alts.append(rb"\\+x" + _hex_number(code, 2))  # Python's ascii(): \xf6 for ö
+    if code > 0xFFFF:
+        alts.append(rb"\\+U" + _hex_number(code, 8))
+    if char.isascii() and 0x21 <= code < 0x7F:
+        alts.append(rb"\\+" + _literal(code))
+    if char in _CONTROL_ESCAPES:
+        alts.append(rb"\\+" + _CONTROL_ESCAPES[char])
     if char in _HTML_NAMED:
         alts.append(_HTML_NAMED[char])
     return alts

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 import traceback
 import urllib.parse
 
@@ -19,6 +20,12 @@ from assay.policies import known_secrets
 from assay.policies.vault import PLACEHOLDER_RE
 
 KINDS = ["aws", "github", "jwt", "generic", "password", "escapable", "pem"]
+
+
+def _git_quoted(raw: bytes) -> str:
+    """git's quoted path (core.quotePath): non-ASCII bytes in octal, quote and backslash escaped."""
+    body = "".join(f"\\{b:03o}" if b >= 0x80 else ("\\" + chr(b) if chr(b) in '"\\' else chr(b)) for b in raw)
+    return f'"{body}"'
 
 
 def _go_json(value: str) -> str:
@@ -43,6 +50,9 @@ def _encodings(value: str) -> dict[str, str]:
         "html": html.escape(value),
         "html-numeric": "".join(c if c.isalnum() and c.isascii() else f"&#{ord(c)};" for c in value),
         "bytes-repr": repr(raw),  # b'P\\xc3\\xa4...'
+        "ascii": ascii(value),  # 'P\\xe4...', code points, not UTF-8 bytes
+        "git-quoted": _git_quoted(raw),  # "P\\303\\244..."
+        "re-escape": re.escape(value),  # every punctuation character behind a backslash
     }
     for k in range(3):  # the value at each of base64's three alignments inside a larger blob
         blob = b"p" * k + b"prefix:" + raw + b":suffix"
@@ -81,7 +91,7 @@ def test_registered_canary_never_survives_any_encoding(redactor, canary, kind):
         assert PLACEHOLDER_RE.search(out.encode()), f"{kind} in form {name} left no placeholder"
 
 
-ESCAPED = ("json", "json-utf8", "json-go", "json-php", "json-in-json", "html", "html-numeric", "bytes-repr")
+ESCAPED = ("json", "json-utf8", "json-go", "json-php", "json-in-json", "html", "html-numeric", "bytes-repr", "ascii", "git-quoted", "re-escape")
 
 
 @pytest.mark.parametrize("kind", ["escapable", "password", "jwt"])
