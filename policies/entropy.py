@@ -118,11 +118,15 @@ def entropies(items: list[bytes]) -> list[float]:
     if not items:
         return []
     lengths = np.fromiter(map(len, items), np.int64, len(items))
-    joined = np.frombuffer(b"".join(items), np.uint8).astype(np.int64)
+    joined = np.frombuffer(b"".join(items), np.uint8)
     owner = np.repeat(np.arange(len(items), dtype=np.int64), lengths)
-    counts = np.bincount(owner * 256 + joined, minlength=len(items) * 256).reshape(len(items), 256).astype(np.float64)
+    # One count per (item, byte); only the counts that occur are weighed, since the
+    # items x 256 table is mostly zeros and several float copies of it cost more than the rest.
+    counts = np.bincount(owner * 256 + joined, minlength=len(items) * 256)
+    used = np.flatnonzero(counts)
+    c = counts[used].astype(np.float64)
+    weighted = np.bincount(used >> 8, weights=c * np.log2(c), minlength=len(items))
     with np.errstate(divide="ignore", invalid="ignore"):
-        weighted = np.where(counts > 0, counts * np.log2(np.where(counts > 0, counts, 1.0)), 0.0).sum(axis=1)
         values = np.where(lengths > 0, np.log2(np.maximum(lengths, 1)) - weighted / np.maximum(lengths, 1), 0.0)
     return values.tolist()
 
