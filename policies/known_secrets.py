@@ -1,7 +1,8 @@
 """Exact values assay knows are secret, found also when encoded or wrapped across lines.
 
 A tool that prints a secret rarely prints it bare: it base64s it into a config, hex-dumps it,
-URL-encodes it into a query string, escapes it into JSON or HTML, or wraps it at some column.
+URL-encodes it into a query string, escapes it into JSON, HTML or a shell or Python string
+literal, or wraps it at some column.
 So every registered value is matched in each of those forms, and in each form a run of
 whitespace (or a JSON/C escape like \\n) may sit between any two characters. A dump tool
 (xxd, hexdump -C, od) shows a value in pieces, 16 bytes a line, as text and as hex with the
@@ -86,22 +87,21 @@ def _hex_number(n: int, width: int = 0) -> bytes:
 
 
 def _escapes(char: str) -> list[bytes]:
-    """How JSON and HTML encoders may write one character that is not an ASCII letter or
-    digit: Go's encoding/json writes <, > and & as \\u003c..., Python's json.dumps every
-    non-ASCII character as \\uXXXX (a surrogate pair above the BMP), PHP's json_encode / as \\/,
-    html.escape ' as &#x27;. Letters and digits no encoder escapes by default."""
+    """How encoders may write one character that is not an ASCII letter or digit: Go's
+    encoding/json writes <, > and & as \\u003c..., Python's json.dumps every non-ASCII
+    character as \\uXXXX (a surrogate pair above the BMP) and ascii() as \\xf6, PHP's
+    json_encode / as \\/, html.escape ' as &#x27;, printf %q & as \\&. Letters and digits no
+    encoder escapes by default."""
     code = ord(char)
     if code < 0x10000:
         units = [code]
     else:
-        code -= 0x10000
-        units = [0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)]
-        code = ord(char)
+        units = [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
     alts = [b"".join(rb"\\+u" + _hex_number(u, 4) for u in units)]
     alts.append(b"&#0*" + str(code).encode() + b";")
     alts.append(b"&#[xX]" + _hex_number(code) + b";")
     if code <= 0xFF and not char.isascii():
-        alts.append(rb"\\+x" + _hex_number(code, 2))  # Python's ascii(): \xf6 for ö
+        alts.append(rb"\\+x" + _hex_number(code, 2))
     if code > 0xFFFF:
         alts.append(rb"\\+U" + _hex_number(code, 8))
     if char.isascii() and 0x21 <= code < 0x7F:
