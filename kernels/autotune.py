@@ -11,6 +11,8 @@ measure it anyway); `confirm=True` times it first. Every measurement goes back i
 from __future__ import annotations
 
 import hashlib
+import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +75,33 @@ def plan_rounds(space: SearchSpace, seeds: list[dict], exact: bool, warm_extra: 
     return [order[i:i + round_size] for i in range(0, len(order), round_size)]
 
 
+def _write_new(folder: Path, stem: str, text: str) -> Path:
+    """Write `text` to a new file in `folder`, a folder of the agent-writable workspace.
+
+    The host writes here as its own (often root) user, and the agent's code may have planted
+    a symlink for the folder or for a predictable file name to point the write at a host file.
+    So the folder is opened without following a symlink, and the file is created under a
+    fresh name that must not exist yet (O_EXCL refuses a symlink in its place too).
+    """
+    ws = os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            os.mkdir(folder.name, 0o755, dir_fd=ws)
+        except FileExistsError:
+            pass
+        dir_fd = os.open(folder.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=ws)
+    finally:
+        os.close(ws)
+    try:
+        name = f"{stem}_{secrets.token_hex(4)}.py"
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        return folder / name
+    finally:
+        os.close(dir_fd)
+
+
 def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpace,
              cache: AutotuneCache | None = None, *, warm_extra: int = 4, round_size: int = 24,
              reps: int = 7, budget_s: float | None = None, confirm: bool = False, timeout: float = 600,
@@ -99,7 +128,6 @@ def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpa
     rounds = plan_rounds(space, seeds, exact, warm_extra, round_size)
     total = sum(len(r) for r in rounds)
     tune_dir = Path(sb.spec.workspace) / TUNE_DIR
-    tune_dir.mkdir(parents=True, exist_ok=True)
     done = 0
     _say(progress, f"autotuning {template.name}: {total} configurations"
          + (f", warm start from {len(seeds)} cached" if seeds else ", cold cache"), 0.0)
@@ -108,8 +136,11 @@ def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpa
             _say(progress, f"autotune budget of {budget_s:.0f}s spent after {done}/{total}", None)
             break
         src = render(template, configs)
-        path = tune_dir / f"tune_{hashlib.sha256(src.encode()).hexdigest()[:16]}.py"
-        path.write_text(src)
+        try:
+            path = _write_new(tune_dir, f"tune_{hashlib.sha256(src.encode()).hexdigest()[:16]}", src)
+        except OSError as exc:
+            result.error, result.detail = "workspace", f"cannot write the tuning source into {TUNE_DIR}/: {exc}"
+            break
         args = ["tune", sandbox_path(sb, task), sandbox_path(sb, path), "--variants",
                 ",".join(str(i) for i in range(len(configs))), "--reps", str(reps)]
         try:

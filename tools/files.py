@@ -103,6 +103,22 @@ def open_in_workspace(ws: Path, path: str, flags: int, mode: int = 0o644) -> int
         os.close(dir_fd)
 
 
+def write_single_name(ws: Path, path: str, data: bytes) -> None:
+    """Create or overwrite a workspace file, refusing one with other names (hard links): another
+    name may be one the caller's role must not write, like the task a candidate is judged on."""
+    # Truncated only once we know this name is the file's only one.
+    fd = open_in_workspace(ws, path, os.O_WRONLY | os.O_CREAT)
+    with os.fdopen(fd, "wb") as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_nlink > 1:
+            raise ToolFailure(
+                f"{path!r} has {st.st_nlink} names (hard links); refused: another name may be one "
+                "this role must not write. Remove the extra links or write a new file"
+            )
+        os.ftruncate(fh.fileno(), 0)
+        fh.write(data)
+
+
 def cut_at_boundary(data: bytes, limit: int) -> bytes:
     """At most `limit` bytes of `data`, cut after a line (or, on a line longer than the limit,
     after a space), never inside a word.
@@ -208,17 +224,7 @@ class Written(BaseModel):
 def write_file(ctx: ToolContext, args: WriteArgs) -> Written:
     """Create or overwrite a text file in the workspace (parent folders are created)."""
     data = args.content.encode()
-    # Truncated only once we know this name is the file's only one.
-    fd = open_in_workspace(ctx.workspace, args.path, os.O_WRONLY | os.O_CREAT)
-    with os.fdopen(fd, "wb") as fh:
-        st = os.fstat(fh.fileno())
-        if st.st_nlink > 1:
-            raise ToolFailure(
-                f"{args.path!r} has {st.st_nlink} names (hard links); refused: another name may be one "
-                "this role must not write. Remove the extra links or write a new file"
-            )
-        os.ftruncate(fh.fileno(), 0)
-        fh.write(data)
+    write_single_name(ctx.workspace, args.path, data)
     # Labelled, so redaction keeps it for a hash instead of taking it for a high-entropy secret.
     return Written(path=args.path, bytes_written=len(data), sha256="sha256:" + hashlib.sha256(data).hexdigest())
 

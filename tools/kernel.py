@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay.kernels import runner
 from assay.tools.context import ToolContext
-from assay.tools.files import open_in_workspace
+from assay.tools.files import open_in_workspace, read_bytes, write_single_name
 from assay.tools.registry import ToolFailure, registry
 
 TASK = "task.py"
+TASK_CAP = 1 << 20
 KIND = ("kernel",)
 
 
@@ -44,10 +45,20 @@ def _timeout(ctx: ToolContext, default: float) -> float:
 _inspected: dict[tuple[str, str], object] = {}
 
 
-def _inspect(ctx: ToolContext, path):
+def _task_bytes(ctx: ToolContext) -> bytes:
+    """task.py's bytes, read once by descriptor (no symlink followed). Inspecting the task runs
+    its code in the sandbox, and that code may swap task.py for a symlink to a host file:
+    nothing read by name after that may reach the client."""
+    data, size = read_bytes(ctx.workspace, TASK, TASK_CAP)
+    if size > len(data):
+        raise ToolFailure(f"task.py is {size} bytes; a task file is at most {TASK_CAP}")
+    return data
+
+
+def _inspect(ctx: ToolContext, path, data: bytes):
     import hashlib
 
-    key = (str(ctx.workspace), hashlib.sha256(path.read_bytes()).hexdigest())
+    key = (str(ctx.workspace), hashlib.sha256(data).hexdigest())
     if key not in _inspected:
         _inspected[key] = runner.inspect_task(ctx.sandbox(), path, timeout=_timeout(ctx, 180), progress=_progress(ctx))
     return _inspected[key]
@@ -66,9 +77,9 @@ class TaskView(BaseModel):
 @registry.tool(read_only=True, idempotent=True, kinds=KIND)
 def read_task(ctx: ToolContext, args: NoArgs) -> TaskView:
     """Read the task (task.py) and its traced graph: op sequence, input shapes and dtypes."""
-    path = _path(ctx, TASK)
-    info = _inspect(ctx, path)
-    return TaskView(path=TASK, source=path.read_text(errors="replace"), info=info.raw)
+    path, data = _path(ctx, TASK), _task_bytes(ctx)
+    info = _inspect(ctx, path, data)
+    return TaskView(path=TASK, source=data.decode("utf-8", "replace"), info=info.raw)
 
 
 class CandidateArgs(_Args):
@@ -93,9 +104,7 @@ def write_candidate(ctx: ToolContext, args: CandidateArgs) -> CandidateWritten:
     if args.path.rsplit("/", 1)[-1] == TASK:
         raise ToolFailure("task.py is the reference; write the candidate to another file")
     data = args.source.encode()
-    fd = open_in_workspace(ctx.workspace, args.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    write_single_name(ctx.workspace, args.path, data)
     return CandidateWritten(path=args.path, bytes_written=len(data))
 
 
@@ -177,7 +186,7 @@ def autotune(ctx: ToolContext, args: TuneArgs) -> TuneReport:
     from assay.kernels.playbook import NoTemplate, plan
 
     sb, task = ctx.sandbox(), _path(ctx, TASK)
-    info = _inspect(ctx, task)
+    info = _inspect(ctx, task, _task_bytes(ctx))
     plans = plan(info, args.backend)
     if isinstance(plans, NoTemplate):
         return TuneReport(ok=False, template=None, best=None, best_seconds=None, tried=0, warm_start=False, seeded=[],
