@@ -278,6 +278,11 @@ class Session:
             return None
         row = self.ledger.recorded_outcome(self.run_id, call.key)
         if row is None:
+            # Taken here but not recorded yet: a call with this key is still running. Run this
+            # one under a key of its own, or the ledger would keep only one of the two
+            # (decision rows too, so a denial would go unrecorded and per-run counts on resume
+            # would miss it).
+            call.key = f"{call.key}:{secrets.token_hex(4)}"
             return None
         fingerprint, decision, o = row
         if fingerprint != call.fingerprint() or not o:

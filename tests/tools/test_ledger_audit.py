@@ -87,3 +87,32 @@ async def test_a_client_that_hangs_up_mid_call_leaves_the_call_in_the_ledger(wor
     tool_rows, decision_rows = run_rows(signed_home, run_id)
     assert [r.tool for r in tool_rows] == ["exec"] and [d.tool for d in decision_rows] == ["exec"]
     assert tool_rows[0].decision == "allow"
+
+
+async def test_calls_sharing_a_key_while_the_first_still_runs_are_each_recorded(workspace, signed_home):
+    """A key taken by a call still running cannot hide a second call behind it: each is
+    decided, run and recorded under a key of its own, the denial too (red-team finding: the
+    ledger kept one row per key, so these went unrecorded and a resumed run's per-run counts
+    missed them)."""
+    meta = {"assay/call-key": "same"}
+    with open_session(workspace) as s:
+        async with sdk_client(s) as c:
+
+            async def slow():
+                await c.call_tool("exec", {"command": ["python", "-c", "import time; time.sleep(2)"]}, meta=meta)
+
+            async def call(tool: str, args: dict):
+                await anyio.sleep(0.8)  # while the exec holds the key
+                await c.call_tool(tool, args, meta=meta)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(slow)
+                for i in range(3):
+                    tg.start_soon(call, "write_file", {"path": f"w{i}.txt", "content": "x"})
+                tg.start_soon(call, "drop_tables", {})  # no capability names it: denied
+        run_id = s.run_id
+    tool_rows, decision_rows = run_rows(signed_home, run_id)
+    assert sorted(r.tool for r in tool_rows) == ["drop_tables", "exec"] + ["write_file"] * 3
+    assert sorted((d.tool, d.decision) for d in decision_rows) == [
+        ("drop_tables", "deny"), ("exec", "allow")] + [("write_file", "allow")] * 3
+    assert len({r.key for r in tool_rows}) == 5 and {r.key for r in tool_rows} == {d.key for d in decision_rows}
