@@ -28,6 +28,7 @@ from assay.tools.registry import ToolFailure, registry
 
 MAX_LIST = 2000
 READ_CAP = 256 * 1024
+DIFF_LINES = 10_000
 WRITE_CAP = 4 * 1024 * 1024
 
 
@@ -138,6 +139,12 @@ def cut_at_boundary(data: bytes, limit: int) -> bytes:
     return head[: max(spaces) + 1] if max(spaces) >= 0 else b""
 
 
+def output_cap(ctx: ToolContext, default: int) -> int:
+    """`default`, or less where the call's capability grants less (max_output_bytes)."""
+    granted = ctx.grants.get("max_output_bytes")
+    return default if granted is None else max(0, min(default, int(granted)))
+
+
 def read_bytes(ws: Path, path: str, cap: int) -> tuple[bytes, int]:
     """At most `cap` bytes of a workspace file (cut as `cut_at_boundary` does), and its size."""
     fd = open_in_workspace(ws, path, os.O_RDONLY)
@@ -169,6 +176,7 @@ def list_files(ctx: ToolContext, args: ListArgs) -> Listing:
     fd = open_in_workspace(ctx.workspace, args.path, os.O_RDONLY | os.O_DIRECTORY)
     base = _rel(args.path)
     entries: list[Entry] = []
+    budget = output_cap(ctx, 1 << 30)  # bytes of paths, as a stand-in for the result's size
     # By descriptor: fwalk checks each folder it enters is the one it listed (no symlink
     # swapped in since), and stats names relative to the folder's descriptor.
     walker = os.fwalk(".", dir_fd=fd, follow_symlinks=False)
@@ -181,6 +189,9 @@ def list_files(ctx: ToolContext, args: ListArgs) -> Listing:
                 except FileNotFoundError:
                     continue  # removed while we listed
                 rel = os.path.normpath(os.path.join(base or ".", root, name))
+                budget -= len(rel) + 32
+                if budget < 0:
+                    return Listing(entries=entries, truncated=True)
                 entries.append(Entry(path=rel, size=st.st_size, is_dir=stat.S_ISDIR(st.st_mode)))
                 if len(entries) >= MAX_LIST:
                     return Listing(entries=entries, truncated=True)
@@ -205,7 +216,7 @@ class FileText(BaseModel):
 @registry.tool(read_only=True, idempotent=True)
 def read_file(ctx: ToolContext, args: ReadArgs) -> FileText:
     """Read a text file of the workspace."""
-    data, size = read_bytes(ctx.workspace, args.path, args.max_bytes)
+    data, size = read_bytes(ctx.workspace, args.path, output_cap(ctx, args.max_bytes))
     return FileText(path=args.path, content=data.decode("utf-8", "replace"), size=size, truncated=size > len(data))
 
 
@@ -238,19 +249,22 @@ class DiffArgs(_Args):
 class Diff(BaseModel):
     diff: str
     identical: bool
+    truncated: bool = False
 
 
 @registry.tool(read_only=True, idempotent=True, path_args=("a", "b"))
 def diff(ctx: ToolContext, args: DiffArgs) -> Diff:
-    """Unified diff between two files of the workspace."""
+    """Unified diff between two files of the workspace (each at most DIFF_LINES lines)."""
     a, _ = read_bytes(ctx.workspace, args.a, READ_CAP)
     b, _ = read_bytes(ctx.workspace, args.b, READ_CAP)
-    lines = difflib.unified_diff(
-        a.decode("utf-8", "replace").splitlines(keepends=True),
-        b.decode("utf-8", "replace").splitlines(keepends=True),
-        fromfile=args.a,
-        tofile=args.b,
-        n=args.context,
-    )
-    text = "".join(lines)
-    return Diff(diff=text, identical=not text)
+    sides = [x.decode("utf-8", "replace").splitlines(keepends=True) for x in (a, b)]
+    for name, side in zip((args.a, args.b), sides):
+        # difflib's matching grows faster than the lines: two crafted 256 KiB files held the
+        # gateway's CPU for 20 s. At this many lines the worst found takes a quarter second.
+        if len(side) > DIFF_LINES:
+            raise ToolFailure(f"{name!r} has {len(side)} lines, more than diff compares here ({DIFF_LINES}); "
+                              "run `diff -u` through exec in the sandbox instead")
+    text = "".join(difflib.unified_diff(*sides, fromfile=args.a, tofile=args.b, n=args.context))
+    cap = output_cap(ctx, len(text))
+    shown = cut_at_boundary(text.encode(), cap).decode("utf-8", "ignore") if len(text.encode()) > cap else text
+    return Diff(diff=shown, identical=not text, truncated=shown != text)

@@ -240,3 +240,42 @@ def test_glob_matching_a_long_legal_path_does_not_recurse_out_of_the_stack():
 
     path = normalize_relpath("/".join(["d"] * 2000))
     assert glob_match("**", path)
+
+
+LIMITED = """
+format = 1
+role = "limited"
+[tools.write_file]
+default = "allow"
+[tools.read_file]
+default = "allow"
+max_output_bytes = 1024
+[tools.diff]
+default = "allow"
+max_output_bytes = 1024
+[tools.list_files]
+default = "allow"
+max_output_bytes = 1024
+"""
+
+
+async def test_the_file_tools_keep_to_the_output_their_capability_grants(workspace, tmp_path, signed_home):
+    """max_output_bytes binds every tool, not only exec (red-team finding: the file tools
+    ignored it, and diff compared crafted files for 20 s of the gateway's CPU)."""
+    lines = "".join(f"line {i}\n" for i in range(3000))
+    (workspace / "a.txt").write_text(lines)
+    (workspace / "b.txt").write_text(lines.replace("0\n", "zero\n"))
+    (workspace / "big.txt").write_text("x\n" * 20_000)
+    for i in range(100):
+        (workspace / f"file-with-a-long-name-{i:03}.txt").write_text("")
+    manifest = signed_manifest(tmp_path / "m", LIMITED)
+    with open_session(workspace, manifest=str(manifest)) as s:
+        async with sdk_client(s) as c:
+            read = await c.call_tool("read_file", {"path": "a.txt"})
+            diffed = await c.call_tool("diff", {"a": "a.txt", "b": "b.txt"})
+            listed = await c.call_tool("list_files", {})
+            too_long = await c.call_tool("diff", {"a": "big.txt", "b": "a.txt"})
+    assert read.structured_content["truncated"] and len(read.structured_content["content"].encode()) <= 1024
+    assert diffed.structured_content["truncated"] and 0 < len(diffed.structured_content["diff"].encode()) <= 1024
+    assert listed.structured_content["truncated"] and sum(len(e["path"]) for e in listed.structured_content["entries"]) <= 1024
+    assert too_long.is_error and "exec" in too_long.content[0].text
