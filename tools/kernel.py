@@ -193,7 +193,9 @@ def autotune(ctx: ToolContext, args: TuneArgs) -> TuneReport:
                           elapsed_s=0.0, error="no_template", detail=plans.reason)
     p = plans[0]
     cache = AutotuneCache.open(ledger=ctx.ledger)
-    r = tune(sb, task, p.template, p.space, cache, budget_s=args.budget_s, timeout=_timeout(ctx, 600), progress=_progress(ctx))
+    # The budget bounds when rounds may start; the capability's time limit bounds it in turn.
+    r = tune(sb, task, p.template, p.space, cache, budget_s=_timeout(ctx, args.budget_s), timeout=_timeout(ctx, 600),
+             progress=_progress(ctx))
     return TuneReport(ok=r.ok, template=p.template.name, best=r.best, best_seconds=r.best_seconds, tried=len(r.trials),
                       warm_start=bool(r.seeded), seeded=r.seeded, elapsed_s=round(r.elapsed_s, 3), error=r.error, detail=r.detail[-4000:])
 
