@@ -52,16 +52,35 @@ def verify(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    hash_only: Annotated[
+        bool,
+        typer.Option("--hash-only", help="Check the hash chain without the verifier's signatures (where its public key is not at hand)."),
+    ] = False,
 ) -> None:
-    """Walk the verdict hash chain: exit 0 if intact, 1 naming the first bad row.
+    """Walk the verdict chain: exit 0 if intact, 1 naming the first bad row.
 
-    A row is bad if it was changed, deleted, reordered or linked to the wrong predecessor
-    behind the ledger's back. Exit 2 if there is no ledger to verify.
+    A row is bad if it was changed, deleted, reordered, linked to the wrong predecessor or
+    copied in from another run behind the ledger's back, or if the verifier's key did not sign
+    it: the chain's hashes need no key, so whoever can write the database could re-link a
+    forged row, and only the signature tells. Exit 2 if there is no ledger, or no public key
+    to check signatures with.
     """
+    from assay.errors import UserError
     from assay.ledger import Ledger
+    from assay.settings import settings
+    from assay.verifiers.signing import check, load_public_key
 
-    with Ledger.open(url, create=False) as ledger:
-        report = ledger.verify_chain(expected_head=head)
+    with Ledger.open(url, create=False) as ledger:  # a bad URL is the first thing to hear about
+        signatures = None
+        if not hash_only:
+            public = load_public_key(settings().home)
+            if public is None:
+                raise UserError(
+                    f"no verifier public key under {settings().home / 'keys'}: signatures cannot be checked",
+                    "copy the verifier's keys/verifier-ed25519.pub there, or pass --hash-only to check the hash chain alone",
+                )
+            signatures = lambda payload, signature: check(public, payload, signature) == "valid"  # noqa: E731
+        report = ledger.verify_chain(expected_head=head, signature_check=signatures)
         unguarded = [t for t, ok in ledger.guards().items() if not ok]
         where = ledger.url
     if as_json:

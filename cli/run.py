@@ -154,7 +154,7 @@ def verdicts(
 
     from assay.ledger import Ledger
     from assay.settings import settings
-    from assay.verifiers.signing import check, load_public_key
+    from assay.verifiers.signing import check, check_row, load_public_key
 
     with Ledger.open(create=False) as ledger:
         rows = ledger.verdicts(run_id)
@@ -167,7 +167,7 @@ def verdicts(
             "id": v.id, "run_id": v.run_id, "passed": bool(v.payload.get("passed")), "kind": v.payload.get("kind"),
             "reasons": v.payload.get("reasons", []), "metrics": v.payload.get("metrics", {}),
             "criteria_hash": v.payload.get("criteria_hash"), "submission_hash": v.payload.get("submission_hash"),
-            "signature": check(public, v.payload, v.signature),
+            "signature": check_row(public, v.run_id, v.key, v.payload, v.signature),
             "chain": "ok" if bad_from is None or v.id < bad_from else ("broken here" if v.id == bad_from else "after a break"),
             "created_at": v.created_at.isoformat(),
         })

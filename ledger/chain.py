@@ -11,7 +11,10 @@ Anyone can re-derive a row's hash without assay's code:
 Rows are numbered 1, 2, 3 ... by `id` with no gaps. The position is not hashed: the order is
 carried by the links, so a swapped id shows up as a link pointing at the wrong row.
 A hash chain cannot notice the newest rows being cut off; pin the head (`expected_head`) for
-that. Who may append is the signatures' business, checked through `signature_check`.
+that. Who may append is the signatures' business, checked through `signature_check`. A
+signature covers the payload only, so a payload that names its run and key ("run_id", "key")
+must sit in a row of that run and key: else a genuine signed verdict could be copied into
+another run's row and pass ("misplaced").
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Literal
 
 GENESIS = "0" * 64
 
-Problem = Literal["changed", "gap", "reordered", "bad_link", "bad_signature"]
+Problem = Literal["changed", "gap", "reordered", "bad_link", "bad_signature", "misplaced"]
 SignatureCheck = Callable[[dict[str, Any], str], bool]
 """(payload, signature) -> True when the signature is good over canonical_json(payload)."""
 
@@ -143,6 +146,9 @@ def walk(
                 count, prev_hash, "bad_link", rid,
                 f"prev_hash does not match {before} (a row before it was rewritten, inserted or removed)",
             )
+        wrong_place = misplaced(row.run_id, row.key, row.payload)
+        if wrong_place:
+            return ChainReport(count, prev_hash, "misplaced", rid, wrong_place)
         if signature_check is not None and not _signature_ok(signature_check, row):
             return ChainReport(count, prev_hash, "bad_signature", rid, "its signature does not verify")
         prev_id, prev_hash, count = rid, row.row_hash, count + 1
@@ -152,6 +158,21 @@ def walk(
             f"the pinned head {expected_head[:16]} is no longer in the chain (rows cut off the end)",
         )
     return ChainReport(count, prev_hash)
+
+
+def misplaced(run_id: Any, key: Any, payload: Any) -> str | None:
+    """Why a verdict row's payload does not belong in it (it names another run or key), or None."""
+    if isinstance(payload, (str, bytes)):
+        try:
+            payload = json.loads(payload)
+        except ValueError:
+            return None  # unreadable: the hash check has its say
+    if not isinstance(payload, dict):
+        return None
+    for field, actual in (("run_id", run_id), ("key", key)):
+        if field in payload and payload[field] != actual:
+            return f"its payload names {field} {str(payload[field])[:40]!r}, but the row holds {str(actual)[:40]!r} (copied from elsewhere)"
+    return None
 
 
 def _signature_ok(check: SignatureCheck, row: RawRow) -> bool:

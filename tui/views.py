@@ -398,7 +398,7 @@ class VerdictView:
 
 
 def verdict_view(ledger: Ledger, run_id: str, home: Path) -> VerdictView | None:
-    from assay.verifiers.signing import check, key_id, load_public_key
+    from assay.verifiers.signing import check_row, key_id, load_public_key
 
     run = ledger.get_run(run_id)
     if run is None:
@@ -406,7 +406,7 @@ def verdict_view(ledger: Ledger, run_id: str, home: Path) -> VerdictView | None:
     vs = ledger.verdicts(run_id)
     v = vs[-1] if vs else None
     public = load_public_key(home)
-    sig = check(public, v.payload, v.signature) if v else "-"
+    sig = check_row(public, v.run_id, v.key, v.payload, v.signature) if v else "-"
     return VerdictView(run=run, verdict=v, count=len(vs), signature=sig, key_id=key_id(public) if public else "-")
 
 

@@ -76,6 +76,7 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
         result = _verifier_for(run.kind)(spec=spec, submission=sub, criteria=criteria, progress=progress)
         payload = {
             "run_id": run_id,
+            "key": key,  # signed with the rest: the row it belongs in (ledger.chain.misplaced)
             "kind": run.kind,
             "passed": bool(result["passed"]),
             "reasons": list(result.get("reasons", [])),

@@ -89,6 +89,14 @@ def check(public: Ed25519PublicKey | None, payload: dict[str, Any], signature: s
     return "valid"
 
 
+def check_row(public: Ed25519PublicKey | None, run_id: str, key: str, payload: dict[str, Any], signature: str) -> str:
+    """`check`, and 'misplaced' for a genuine payload copied into a row of another run or key
+    (the signature covers the payload, which names both)."""
+    from assay.ledger.chain import misplaced
+
+    return "misplaced" if misplaced(run_id, key, payload) else check(public, payload, signature)
+
+
 def chain_check(home: Path):
     """A `signature_check` for `Ledger.verify_chain`: only this verifier's key signs verdicts."""
     public = load_public_key(home)

@@ -77,7 +77,7 @@ def test_intact_chain_verifies_and_matches_the_documented_formula(chained, cli):
     report = verify(url, signature_check=check, expected_head=verdicts[-1].row_hash)
     assert report.ok and report.count == 5 and report.head == verdicts[-1].row_hash
 
-    res = cli("ledger", "verify", "--url", url)
+    res = cli("ledger", "verify", "--hash-only", "--url", url)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("\n") == 1 and "ledger intact: 5 verdicts" in res.stdout
     assert "WARNING" not in res.stdout
@@ -140,7 +140,7 @@ def test_verify_names_the_first_bad_row(chained, cli, name):
     assert (report.problem, report.row_id) == (problem, row), report
     assert words in report.detail
 
-    res = cli("ledger", "verify", "--url", url)
+    res = cli("ledger", "verify", "--hash-only", "--url", url)
     assert res.returncode == 1, (res.stdout, res.stderr)
     assert f"TAMPERED at verdict row {row}: {problem.replace('_', ' ')}" in res.stdout
     assert "Traceback" not in res.stderr
@@ -159,7 +159,7 @@ def test_a_rewritten_row_with_a_recomputed_hash_breaks_the_next_link(chained, cl
     assert (report.problem, report.row_id) == ("bad_link", 3)
     # The link catches it at the next row; the verifier's signature catches the row itself.
     assert (verify(url, signature_check=check).problem, verify(url, signature_check=check).row_id) == ("bad_signature", 2)
-    res = cli("ledger", "verify", "--url", url, "--json")
+    res = cli("ledger", "verify", "--hash-only", "--url", url, "--json")
     assert res.returncode == 1
     assert json.loads(res.stdout)["problem"] == "bad_link" and json.loads(res.stdout)["row_id"] == 3
 
@@ -172,7 +172,7 @@ def test_a_cut_off_tail_is_caught_only_against_a_pinned_head(chained, cli):
     assert verify(url).ok  # a hash chain alone cannot see its newest rows cut off
     report = verify(url, expected_head=head)
     assert report.problem == "gap" and "pinned head" in report.detail
-    res = cli("ledger", "verify", "--url", url, "--head", head)
+    res = cli("ledger", "verify", "--hash-only", "--url", url, "--head", head)
     assert res.returncode == 1 and "pinned head" in res.stdout
 
 
@@ -200,11 +200,65 @@ def test_unreadable_values_are_reported_not_raised(tmp_path, cli):
            "UPDATE verdicts SET created_at = 'yesterday' WHERE id = 3")
     report = verify(ledger_url)
     assert (report.problem, report.row_id) == ("changed", 2)
-    res = cli("ledger", "verify", "--url", ledger_url)
+    res = cli("ledger", "verify", "--hash-only", "--url", ledger_url)
     assert res.returncode == 1 and "Traceback" not in res.stderr
 
 
 def test_empty_ledger_verifies(ledger_url, cli):
     Ledger.open(ledger_url).close()
-    res = cli("ledger", "verify", "--url", ledger_url)
+    res = cli("ledger", "verify", "--hash-only", "--url", ledger_url)
     assert res.returncode == 0 and "ledger intact: 0 verdicts chained, empty" in res.stdout
+
+
+@pytest.fixture
+def verifier_home(tmp_path):
+    from assay.verifiers import signing
+
+    home = tmp_path / "verifier-home"
+    home.mkdir()
+    return home, signing.load_or_create_key(home)
+
+
+def test_verify_checks_the_verifiers_signatures_by_default(ledger_url, cli, verifier_home, tmp_path):
+    """The hashes need no key: whoever can write the database can append a forged PASS through
+    the ledger's own API and the chain links it. Only the signature tells (red-team finding:
+    `assay ledger verify` did not check signatures and reported such a ledger intact)."""
+    from assay.verifiers import signing
+
+    home, key = verifier_home
+    env = {"ASSAY_HOME": str(home)}
+    with Ledger.open(ledger_url) as led:
+        run = led.create_run(job="j", kind="kernel", brain="playbook")
+        good = {"run_id": run.id, "key": "verdict:a", "passed": False}
+        led.append_verdict(run.id, good, signing.sign(key, good), key="verdict:a")
+    assert cli("ledger", "verify", "--url", ledger_url, env=env).returncode == 0
+    with Ledger.open(ledger_url) as led:
+        forged = {"run_id": run.id, "key": "verdict:b", "passed": True}
+        led.append_verdict(run.id, forged, "ed25519:" + signing.key_id(key.public_key()) + ":AAAA", key="verdict:b")
+    res = cli("ledger", "verify", "--url", ledger_url, env=env)
+    assert res.returncode == 1 and "row 2: bad signature" in res.stdout, res.stdout + res.stderr
+    assert cli("ledger", "verify", "--hash-only", "--url", ledger_url, env=env).returncode == 0  # hashes alone cannot tell
+    keyless = cli("ledger", "verify", "--url", ledger_url, env={"ASSAY_HOME": str(tmp_path)})
+    assert keyless.returncode == 2 and "no verifier public key" in keyless.stderr and "--hash-only" in keyless.stderr
+
+
+def test_a_genuine_verdict_copied_into_another_run_is_caught(ledger_url, cli, verifier_home):
+    """The signature covers the payload, which names its run and key; a genuine PASS copied,
+    signature and all, into another run's row must not read as that run's verdict."""
+    from assay.verifiers import signing
+
+    home, key = verifier_home
+    with Ledger.open(ledger_url) as led:
+        passed, victim = (led.create_run(job=j, kind="kernel", brain="playbook") for j in ("a", "c"))
+        payload = {"run_id": passed.id, "key": "verdict:s1", "passed": True}
+        signature = signing.sign(key, payload)
+        led.append_verdict(passed.id, payload, signature, key="verdict:s1")
+        led.append_verdict(victim.id, payload, signature, key="verdict:s1")
+        report = led.verify_chain(signature_check=signing.chain_check(home))
+        copied = led.verdicts(victim.id)[0]
+    assert (report.problem, report.row_id) == ("misplaced", 2)
+    public = signing.load_public_key(home)
+    assert signing.check(public, copied.payload, copied.signature) == "valid"  # the signature alone is fine
+    assert signing.check_row(public, copied.run_id, copied.key, copied.payload, copied.signature) == "misplaced"
+    res = cli("ledger", "verify", "--url", ledger_url, env={"ASSAY_HOME": str(home)})
+    assert res.returncode == 1 and "misplaced" in res.stdout
