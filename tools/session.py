@@ -212,7 +212,10 @@ class Session:
 
     async def call(self, name: str, arguments: dict[str, Any], *, key: str, progress: Progress | None = None) -> ToolOutcome:
         call = ToolCall(name=str(name)[:128], arguments=arguments, key=key)
-        if progress is not None:
+        # With padding on, progress is not sent: its count, sizes and times (a cached autotune
+        # reports at once, a cold one when its rounds finish) would show what the padded
+        # result hides.
+        if progress is not None and not self.cfg.padding.enabled:
             self._progress[call.key] = progress
         try:
             return await self.gateway(call)

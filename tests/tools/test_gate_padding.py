@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from pathlib import Path
 
 import anyio
 import pydantic
@@ -165,3 +166,25 @@ def test_pad_to_bucket_hits_the_bucket_exactly(text, bucket):
     # The content is untouched and the filler is only spaces.
     assert msg.text == text and set(msg.meta[PAD_KEY]) <= {" "}
     assert json.loads(pydantic_core.to_json(msg.model_dump(by_alias=True, mode="json")))["text"] == text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("padded", [False, True])
+async def test_with_padding_on_no_progress_leaves_ahead_of_the_padded_result(workspace, signed_home, padded):
+    """Progress notifications go out when the tool reports, in a number and at times that
+    depend on the work (a cached autotune at once, a cold one as rounds finish): with padding on
+    they would show what the padded result hides, so none are sent (red-team finding)."""
+    from tools_helpers import open_session, sdk_client
+
+    (workspace / "task.py").write_text((Path(__file__).resolve().parents[2] / "examples" / "kernels" / "gelu.py").read_text())
+    seen: list = []
+
+    async def on_progress(done, total, message):
+        seen.append(message)
+
+    cfg = {"padding": PaddingPolicy(enabled=True, default_ceiling_s=1.0)} if padded else {}
+    with open_session(workspace, kind="kernel", **cfg) as s:
+        async with sdk_client(s) as c:
+            result = await c.call_tool("read_task", {}, progress_callback=on_progress)
+    assert not result.is_error, result.content[0].text
+    assert (seen == []) if padded else any("inspecting" in (m or "") for m in seen), seen
