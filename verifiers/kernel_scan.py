@@ -52,6 +52,13 @@ CTYPES_LOADERS = {"CDLL", "cdll", "LoadLibrary"}
 # C core): refused even in ModelNew.__init__, where building parameters is otherwise free.
 NEVER_TORCH = {"compile", "jit", "fx", "export", "_dynamo", "_inductor", "library", "ops", "_C", "_ops",
                "autograd", "hub", "package", "_higher_order_ops", "_prims", "_refs", "_decomp", "backends"}
+# Other modules torch's own modules hold as attributes (torch.sys, torch.os,
+# torch.utils.cpp_extension.subprocess, torch.nn.functional.np...): a way around the import
+# list (torch.sys.modules reaches every module loaded), refused anywhere in a torch path.
+TORCH_REEXPORTS = {"builtins", "ctypes", "functools", "glob", "importlib", "inspect", "math", "os", "platform",
+                   "sys", "textwrap", "threading", "warnings", "dataclasses", "np", "collections", "copy",
+                   "errno", "logging", "re", "setuptools", "shlex", "shutil", "subprocess", "sysconfig", "types",
+                   "copyreg", "weakref"}
 
 CPP_DYNAMIC = [
     (r"\bdl(open|sym|vsym|mopen)\b", "loads symbols at run time ({0})"),
@@ -189,6 +196,7 @@ class Scanner(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # local name -> dotted module/object it was imported as
         self.exempt_depth = 0  # inside ModelNew.__init__: building parameters may use torch freely
         self.class_stack: list[str] = []
+        self.func_depth = 0  # functions entered (a def inside a def is not a method)
 
     def add(self, check: str, node: ast.AST, message: str) -> None:
         self.findings.append(Finding(check, getattr(node, "lineno", 0), message))
@@ -251,6 +259,10 @@ class Scanner(ast.NodeVisitor):
     def _judge_torch(self, full: list[str], node: ast.AST, dotted: str) -> None:
         if len(full) < 2:
             return
+        reexport = next((p for p in full[1:] if p in TORCH_REEXPORTS), None)
+        if reexport is not None:
+            self.add("source_imports", node, f"uses {dotted}, torch's copy of the {reexport!r} module (an import around the allowed list)")
+            return
         second = full[1]
         if second in NEVER_TORCH:
             self.add("source_no_torch_compute", node, f"uses {dotted} (torch would write or run the kernel)")
@@ -284,6 +296,10 @@ class Scanner(ast.NodeVisitor):
                 self.add("source_no_harness_tampering", node, f"assigns to {'.'.join(full)} (monkeypatching)")
         if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in ("__init__", "__name__"):
             self.add("source_no_dynamic_code", node, f"reaches the dunder attribute .{node.attr}")
+        elif node.attr.startswith("_") and not node.attr.endswith("__") and parts is None:
+            # A private name reached through a subscript or a call (sys.modules["x"]._f, f()._g)
+            # never resolves to an import path, so _judge_path cannot see it.
+            self.add("source_no_dynamic_code", node, f"reaches the private attribute .{node.attr} of an expression")
         if parts is not None:
             full = self._resolve(parts)
             if full is not None:
@@ -370,18 +386,28 @@ class Scanner(ast.NodeVisitor):
         self.class_stack.pop()
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        exempt = node.name == "__init__" and self.class_stack == ["ModelNew"]
+        # Only ModelNew's own method: not a def __init__ nested in it, nor one in a class inside it.
+        exempt = node.name == "__init__" and self.class_stack == ["ModelNew"] and not self.func_depth
         for deco in node.decorator_list:
             self.visit(deco)
         self.visit(node.args)
-        if exempt:
-            self.exempt_depth += 1
+        # The exemption is for __init__'s own body only: a function defined inside it (a
+        # closure forward calls later) runs at forward time and is judged like forward.
+        saved = self.exempt_depth
+        self.exempt_depth = 1 if exempt else 0
+        self.func_depth += 1
         for stmt in node.body:
             self.visit(stmt)
-        if exempt:
-            self.exempt_depth -= 1
+        self.func_depth -= 1
+        self.exempt_depth = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit(node.args)
+        saved, self.exempt_depth = self.exempt_depth, 0  # as for a nested def: judged like forward
+        self.visit(node.body)
+        self.exempt_depth = saved
 
     def visit_Global(self, node: ast.Global) -> None:
         return None

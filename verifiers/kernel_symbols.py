@@ -6,12 +6,22 @@ an OpenMP region): so the binary, not the text, says which torch ops the kernel 
 Direct kernels (at::native::..., at::cpu::...) skip the dispatcher and the op recorder, so
 they are refused outright, as are the dispatcher and recorder themselves, dynamic symbol
 lookup, and threads, processes, signals, exits and sockets.
+
+That rule only covers what goes through at::_ops. torch's libraries export much more that runs
+a kernel with no dispatcher (so no op is recorded): the AOTInductor C shim (aoti_torch_cpu_*,
+about 170 ATen kernels as plain C functions), MKL's BLAS (sgemm_), oneDNN, fbgemm. So a symbol
+the candidate takes from torch's own libraries must also be on a short list of what a kernel
+needs: C++ in the at/c10/torch/caffe2 namespaces (tensor metadata, checks, allocation through
+at::_ops), the pybind11 glue, libstdc++ bits torch re-exports, and Sleef's vector math (what
+at::vec's inline code calls). Anything else from torch is refused.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from functools import lru_cache
+from pathlib import Path
 
 from assay.verifiers.criteria import Criteria
 
@@ -36,6 +46,78 @@ LIBC = {
     "process_vm_readv": "reads other processes' memory", "process_vm_writev": "writes other processes' memory",
 }
 
+# Namespaces of C++ symbols a candidate may take from torch's libraries (still judged by the
+# rules above); the global namespace only for the Python wrappers pybind11's casters use.
+TORCH_NAMESPACES = {"at", "c10", "torch", "caffe2", "pybind11", "std", "__gnu_cxx"}
+TORCH_GLOBAL_CXX = {"THPVariable_Wrap", "THPVariable_Unpack", "THPVariable_Check"}
+# ...but not these, which run kernels with no dispatcher (functionalization and functorch
+# wrappers, BLAS, AOTInductor's and lazy tensors' runtimes), load libraries, or register ops.
+TORCH_DENIED_CXX = re.compile(r"^(at::(functionalization|functorch|blas|mkldnn|compositeimplicitautogradnestedtensor|"
+                              r"DynamicLibrary)|torch::(aot_inductor|inductor|lazy|dynamo|profiler|Library|"
+                              r"CppFunction|class_))\b")
+# Plain C symbols from torch's libraries: only Sleef's math (at::vec's exp, log... inline to it).
+TORCH_C_ALLOWED = re.compile(r"^(Sleef_\w+|THPVariableClass)$")
+TORCH_LIBS = ("libc10*.so*", "libtorch*.so*", "libshm*.so*")
+SPECIAL = ("vtable for ", "typeinfo for ", "typeinfo name for ", "VTT for ", "guard variable for ",
+           "construction vtable for ", "non-virtual thunk to ", "virtual thunk to ")
+
+
+@lru_cache(maxsize=4)
+def torch_exports(lib_dir: str | None = None) -> frozenset[str]:
+    """Demangled names of what torch's shared libraries define (nm -D --defined-only -C)."""
+    if lib_dir is None:
+        import torch
+
+        lib_dir = str(Path(torch.__file__).parent / "lib")
+    files = sorted({str(f) for pattern in TORCH_LIBS for f in Path(lib_dir).glob(pattern) if f.is_file()})
+    if not files:
+        return frozenset()
+    out = subprocess.run(["nm", "-D", "--defined-only", "-C", *files], capture_output=True, text=True, timeout=120)
+    names = set()
+    for line in out.stdout.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and len(parts[1]) == 1:
+            names.add(parts[2].split("@", 1)[0])
+    return frozenset(names)
+
+
+def _qualified(symbol: str) -> str:
+    """The qualified name of a demangled symbol, without its return type and parameters
+    ("float* at::TensorBase::data_ptr<float>() const" -> "at::TensorBase::data_ptr<float>")."""
+    for prefix in SPECIAL:
+        if symbol.startswith(prefix):
+            symbol = symbol[len(prefix):]
+    depth, space, end = 0, -1, len(symbol)
+    for i, ch in enumerate(symbol):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0 and ch == " ":
+            space = i
+        elif depth == 0 and ch == "(":
+            end = i
+            break
+    return symbol[space + 1:end] if space < end else symbol[:end]
+
+
+def judge_torch_symbol(symbol: str) -> str | None:
+    """Why a symbol defined by torch's libraries may not be imported; None when it may."""
+    bare = symbol.split("@", 1)[0]
+    if bare.startswith("aoti_torch_"):
+        return f"imports {bare} (the AOTInductor C shim: runs torch's kernels without the dispatcher)"
+    name = _qualified(bare)
+    if "::" not in name and "(" not in bare:
+        if TORCH_C_ALLOWED.match(name):
+            return None
+        return f"imports {bare[:120]} from torch's libraries (a kernel or library outside the dispatcher)"
+    ns = name.split("::", 1)[0] if "::" in name else ""
+    if ns in TORCH_NAMESPACES and not TORCH_DENIED_CXX.match(name):
+        return None
+    if ns == "" and name in TORCH_GLOBAL_CXX:
+        return None
+    return f"imports {bare[:120]} from torch's libraries (outside the at/c10/torch API a kernel needs)"
+
 
 @lru_cache(maxsize=8)
 def allowed_structs(allowed_ops: tuple[str, ...]) -> frozenset[str]:
@@ -51,9 +133,12 @@ def allowed_structs(allowed_ops: tuple[str, ...]) -> frozenset[str]:
     return frozenset(names)
 
 
-def judge_symbols(nm_output: str, criteria: Criteria) -> list[str]:
-    """Problems found in the undefined symbols nm lists; [] when the libraries are clean."""
+def judge_symbols(nm_output: str, criteria: Criteria, torch_defined: frozenset[str] | None = None) -> list[str]:
+    """Problems found in the undefined symbols nm lists; [] when the libraries are clean.
+    torch_defined: what torch's libraries define (default: this process's torch)."""
     ok = allowed_structs(tuple(criteria.ops.allowed))
+    if torch_defined is None:
+        torch_defined = torch_exports()
     problems: list[str] = []
     seen: set[str] = set()
 
@@ -83,4 +168,9 @@ def judge_symbols(nm_output: str, criteria: Criteria) -> list[str]:
             add(f"imports {bare} ({LIBC[bare]})")
         if bare.startswith("std::thread") or "std::thread::_M_start_thread" in symbol:
             add("imports std::thread (starts threads)")
+        # aoti_torch_* by name too, in case torch's own listing could not be read.
+        if bare in torch_defined or bare.startswith("aoti_torch_"):
+            why = judge_torch_symbol(bare)
+            if why:
+                add(why)
     return problems

@@ -65,6 +65,8 @@ def test_runtime_check_rejects_on_its_own(name, runtime_reference, need):
     check = report.check(want["runtime"])
     assert check is not None, f"{want['runtime']} did not run; reasons: {report.reasons}"
     assert not check.passed, f"{name} got past {want['runtime']}: {check.detail}; reasons: {report.reasons}"
+    if want.get("detail"):
+        assert want["detail"] in check.detail, check.detail
     for extra in want.get("also", []):
         assert not report.check(extra).passed, report.reasons
     if not want.get("static"):

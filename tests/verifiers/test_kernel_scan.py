@@ -128,6 +128,68 @@ def test_compute_outside_init_is_still_caught_next_to_an_exempt_init():
     assert "source_no_torch_compute" in failed(source)
 
 
+def init_model(init: str, forward: str = "return self.f(x)") -> str:
+    """ModelNew with an __init__ (no arguments, as softmax's Model) and a forward."""
+    return HEADER + "import torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n" + "".join(
+        f"        {line}\n" for line in ("super().__init__()\n" + init).strip().splitlines()) + "".join(
+        f"    {line}\n" for line in ("def forward(self, x):\n    " + forward).splitlines())
+
+
+@pytest.mark.parametrize(
+    "init",
+    [
+        "def f(x):\n    return F.softmax(x, dim=-1)\nself.f = f",
+        "self.f = lambda x: torch.softmax(x, -1)",
+        "def f(x):\n    return x.softmax(-1)\nself.f = f",
+        "class Inner:\n    def __init__(self):\n        self.y = torch.exp(torch.ones(1))\nself.f = Inner",
+        "def __init__(x):\n    return torch.softmax(x, -1)\nself.f = __init__",
+    ],
+    ids=["def", "lambda", "method", "class", "nested-init"],
+)
+def test_a_function_defined_inside_init_is_judged_like_forward(init):
+    """__init__'s exemption is for its own body (building parameters), not for closures it
+    leaves behind for forward to call."""
+    assert "source_no_torch_compute" in failed(init_model(init))
+
+
+@pytest.mark.parametrize(
+    "expr, check",
+    [
+        ("torch.sys.modules", "source_imports"),
+        ("torch.os.system", "source_imports"),
+        ("torch.utils.cpp_extension.subprocess.run", "source_imports"),
+        ("torch.nn.functional.np", "source_imports"),
+        ("torch.sys.modules['torch.autograd']._enable_record_function", "source_no_dynamic_code"),
+        ("nn.Module()._modules", "source_no_dynamic_code"),
+        ("[torch][0]._C", "source_no_dynamic_code"),
+    ],
+)
+def test_module_reexports_and_private_attributes_are_refused_even_in_init(expr, check):
+    assert check in failed(init_model(f"self.g = {expr}", "return torch.empty_like(x)"))
+
+
+def test_torch_reexport_list_covers_this_torch():
+    """Every non-torch module torch's namespaces hold is on the list (a new torch may add one;
+    private names such as torch.utils._osp are refused as private already)."""
+    import types
+
+    import torch
+    import torch.nn.functional
+    import torch.utils.cpp_extension
+
+    from assay.verifiers.kernel_scan import TORCH_REEXPORTS
+
+    for mod in (torch, torch.nn, torch.nn.functional, torch.utils, torch.utils.cpp_extension):
+        held = {n for n, v in vars(mod).items() if isinstance(v, types.ModuleType)
+                and not v.__name__.startswith("torch") and not n.startswith("_")}
+        assert held <= TORCH_REEXPORTS, (mod.__name__, held - TORCH_REEXPORTS)
+
+
+def test_own_private_state_and_super_init_are_allowed():
+    source = init_model("self._k = [1.0]\nself._buf = None", "return torch.empty_like(x).view(x.shape) if self._k[0] else x")
+    assert failed(source) == set()
+
+
 def cpp(code: str) -> str:
     return (HEADER + "from torch.utils.cpp_extension import load_inline\n"
             f"_SRC = r'''\n{code}\n'''\n"

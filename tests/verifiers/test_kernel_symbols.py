@@ -66,3 +66,58 @@ def test_on_a_real_library_built_here(tmp_path):
     subprocess.run(["g++", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
     out = subprocess.run(["nm", "-D", "--undefined-only", "-C", str(lib)], capture_output=True, text=True, check=True)
     assert any("system" in p for p in judge_symbols(out.stdout, CRITERIA))
+
+
+@pytest.mark.parametrize(
+    "symbol, words",
+    [
+        ("aoti_torch_cpu__linear_pointwise", "AOTInductor C shim"),
+        ("aoti_torch_cpu_mm_out", "AOTInductor C shim"),
+        ("aoti_torch_delete_tensor_object", "AOTInductor C shim"),
+        ("sgemm_", "from torch's libraries"),
+        ("cblas_sgemm_batch", "from torch's libraries"),
+        ("at::functionalization::impl::to_functional_tensor(at::Tensor const&)", "from torch's libraries"),
+        ("torch::aot_inductor::tensor_handle_to_tensor_pointer(AtenTensorOpaque*)", "from torch's libraries"),
+        ("fbgemm::cblas_sgemm_ref(int, int, int, int, float, float const*, float const*, float, float*)",
+         "from torch's libraries"),
+    ],
+)
+def test_torch_kernels_outside_the_dispatcher_are_refused(symbol, words):
+    """libtorch exports kernels that no op recorder sees (the AOTI C shim, MKL, fbgemm): a symbol
+    the candidate takes from torch must be on the short list a kernel needs."""
+    problems = judge_symbols(nm(symbol), CRITERIA, torch_defined=frozenset({symbol}))
+    assert problems and words in problems[0], problems
+
+
+def test_the_aoti_shim_is_refused_even_without_torchs_listing():
+    assert judge_symbols(nm("aoti_torch_cpu_add_Tensor"), CRITERIA, torch_defined=frozenset())
+
+
+def test_what_an_honest_kernel_takes_from_torch_is_allowed():
+    symbols = (
+        "Sleef_expf16_u10", "THPVariableClass", "THPVariable_Wrap(at::TensorBase const&)",
+        "float* at::TensorBase::data_ptr<float>() const", "vtable for c10::Error",
+        "long c10::detail::maybe_wrap_dim_slow<long>(long, long, bool)",
+        "torch::PyWarningHandler::PyWarningHandler()", "at::internal::invoke_parallel(long, long, long, "
+        "std::function<void (long, long)> const&)", "caffe2::TypeMeta::typeMetaDatas()",
+    )
+    assert judge_symbols(nm(*symbols), CRITERIA, torch_defined=frozenset(symbols)) == []
+
+
+def test_this_torch_exports_the_shim_and_blas_the_rule_is_for():
+    from assay.verifiers.kernel_symbols import torch_exports
+
+    exports = torch_exports()
+    assert "aoti_torch_cpu__linear_pointwise" in exports and "sgemm_" in exports
+    assert judge_symbols(nm("aoti_torch_cpu__linear_pointwise", "sgemm_"), CRITERIA) != []
+
+
+@pytest.mark.skipif(shutil.which("nm") is None or shutil.which("g++") is None, reason="needs binutils and g++")
+def test_a_real_library_calling_the_aoti_shim(tmp_path):
+    src = tmp_path / "k.cpp"
+    src.write_text('#include <stdint.h>\nextern "C" int32_t aoti_torch_cpu_mm_out(void*, void*, void*);\n'
+                   'extern "C" int k(void** p) { return aoti_torch_cpu_mm_out(p[0], p[1], p[2]); }\n')
+    lib = tmp_path / "k.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    out = subprocess.run(["nm", "-D", "--undefined-only", "-C", str(lib)], capture_output=True, text=True, check=True)
+    assert any("aoti_torch_cpu_mm_out" in p and "AOTInductor" in p for p in judge_symbols(out.stdout, CRITERIA))

@@ -3,7 +3,15 @@
 // A TorchDispatchMode or the profiler only sees ops dispatched on the thread that armed it, so
 // a candidate calling at::softmax from a std::thread or an OpenMP region would slip past them.
 // A *global* RecordFunction callback runs for every dispatcher call in the process, whatever
-// thread makes it and however it was reached (Python, C++, torch.ops, the AOTI C shim).
+// thread makes it and however it was reached (Python, C++, torch.ops).
+//
+// What it cannot see: kernels reached without the dispatcher (the AOTInductor C shim's
+// aoti_torch_cpu_* functions, at::native/at::cpu, MKL's sgemm_ exported by libtorch_cpu: the
+// symbol check, verifiers/kernel_symbols.py, refuses those), and any thread on which
+// RecordFunction was switched off (at::enableRecordFunction(false), Python's
+// torch.autograd._enable_record_function(False)): callbacks do not run there at all. The
+// forward thread's switch is read at every arm and disarm, and a count of the times it was
+// off is kept for the harness's integrity check.
 //
 // Built by the verifier from this source (never by the candidate) and loaded read-only.
 // The worker arms it around each forward call; ops on the arming thread outside those windows
@@ -28,6 +36,7 @@ std::map<std::string, long long> foreign;     // any other thread, any time
 std::atomic<bool> armed{false};
 std::atomic<long long> total{0};
 std::atomic<long long> switches{0};           // arm and disarm calls, to match the harness's count
+std::atomic<long long> record_off{0};         // arm and disarm calls that found RecordFunction off
 std::thread::id owner;
 at::CallbackHandle handle = 0;
 
@@ -70,14 +79,26 @@ int assay_opwatch_installed() {
   return handle != 0 && at::hasGlobalCallbacks();
 }
 
+// Called on the thread that runs forward: RecordFunction's switch is thread-local, so this
+// is where a candidate that turned it off (in __init__, or in forward and not back) shows.
 void assay_opwatch_arm() {
   switches.fetch_add(1);
+  if (!at::isRecordFunctionEnabled()) {
+    record_off.fetch_add(1);
+  }
   armed.store(true);
 }
 
 void assay_opwatch_disarm() {
   switches.fetch_add(1);
+  if (!at::isRecordFunctionEnabled()) {
+    record_off.fetch_add(1);
+  }
   armed.store(false);
+}
+
+long long assay_opwatch_record_off() {
+  return record_off.load();
 }
 
 long long assay_opwatch_switches() {

@@ -298,10 +298,30 @@ class OpWatch:
         self._switches = lib.assay_opwatch_switches
         self._switches.restype = ctypes.c_longlong
         self._installed = lib.assay_opwatch_installed
+        self._record_off = lib.assay_opwatch_record_off
+        self._record_off.restype = ctypes.c_longlong
         self._buffer = ctypes.create_string_buffer(1 << 16)
         self._create = ctypes.create_string_buffer
         self.switched = 0
+        self.record_switched_off = 0
         lib.assay_opwatch_install()
+        self._guard_record_switch()
+
+    def _guard_record_switch(self) -> None:
+        """Count calls that switch RecordFunction off through Python (the recorder's callback
+        then never runs on that thread). The arm/disarm probe misses a candidate that switches
+        it off and on again inside forward; this sees it. The harness itself never calls it."""
+        import torch
+
+        original = torch._C._autograd._enable_record_function
+
+        def switch(enable: bool) -> None:
+            if not enable:
+                self.record_switched_off += 1
+            return original(enable)
+
+        torch._C._autograd._enable_record_function = switch
+        torch.autograd._enable_record_function = switch
 
     def arm(self) -> None:
         self.switched += 1
@@ -316,6 +336,10 @@ class OpWatch:
 
     def tampered(self) -> bool:
         return self._switches() != self.switched
+
+    def record_was_off(self) -> bool:
+        """RecordFunction was off on the forward thread at an arm or disarm."""
+        return self._record_off() > 0
 
     def take(self) -> tuple[dict, dict]:
         """(ops on the arming thread while armed, ops on other threads) since the last take."""
@@ -400,6 +424,9 @@ class Integrity:
             self.watch[f"torch.Tensor.{name}"] = (torch.Tensor, name)
         for name in ("__call__", "_call_impl"):
             self.watch[f"torch.nn.Module.{name}"] = (torch.nn.Module, name)
+        # OpWatch's counting wrapper of RecordFunction's switch (put back would count no more).
+        self.watch["torch.autograd._enable_record_function"] = (torch.autograd, "_enable_record_function")
+        self.watch["torch._C._autograd._enable_record_function"] = (torch._C._autograd, "_enable_record_function")
         for name in ("write", "read", "_exit", "replace"):
             self.watch[f"os.{name}"] = (os, name)
         self.watch["json.dumps"] = (json, "dumps")
@@ -449,6 +476,11 @@ class Integrity:
             found.append("the op recorder's global callback was removed")
         if opwatch is not None and opwatch.tampered():
             found.append("the op recorder was armed or disarmed from outside the harness")
+        if opwatch is not None and opwatch.record_was_off():
+            found.append("RecordFunction was switched off on the forward thread (the op recorder saw none of its ops)")
+        if opwatch is not None and opwatch.record_switched_off:
+            found.append(f"the candidate switched RecordFunction off {opwatch.record_switched_off} time(s) "
+                         "(torch.autograd._enable_record_function(False)): its ops went unrecorded")
         return sorted(set(found))
 
 
