@@ -62,8 +62,8 @@ def verify(
     A row is bad if it was changed, deleted, reordered, linked to the wrong predecessor or
     copied in from another run behind the ledger's back, or if the verifier's key did not sign
     it: the chain's hashes need no key, so whoever can write the database could re-link a
-    forged row, and only the signature tells. Exit 2 if there is no ledger, or no public key
-    to check signatures with.
+    forged row, and only the signature tells. Exit 2 if there is no ledger, or verdicts but no
+    public key to check their signatures with.
     """
     from assay.errors import UserError
     from assay.ledger import Ledger
@@ -72,7 +72,7 @@ def verify(
 
     with Ledger.open(url, create=False) as ledger:  # a bad URL is the first thing to hear about
         signatures = None
-        if not hash_only:
+        if not hash_only and ledger.counts().get("verdicts"):
             public = load_public_key(settings().home)
             if public is None:
                 raise UserError(
