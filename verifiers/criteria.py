@@ -51,7 +51,9 @@ class Timing(_Strict):
     max_iters_per_round: int = Field(ge=2)
     flush_mb: int = Field(ge=1)
     scaling_min: float = Field(gt=1)
-    perturb_elements: int = Field(ge=1)
+    # Memory for the fresh inputs of a round (one per iteration, each process its own): it
+    # bounds the iterations of a round with large inputs.
+    fresh_input_mb: int = Field(ge=64, le=8192)
     # Below this share of its CPUs for the trusted reference, a failed speed check says the
     # machine was too busy to time, and the verdict's metrics say so (timing_contended).
     min_cpu_share: float = Field(default=0.65, gt=0, le=1)

@@ -846,7 +846,7 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
     first = ref.runs[0]
     common = {"init_seed": ref.init_seed, "init_args": first["init_args"],
               "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors", "inputs": first["inputs"],
-              "perturb_elements": tm.perturb_elements, "flush_mb": tm.flush_mb}
+              "fresh_input_mb": tm.fresh_input_mb, "flush_mb": tm.flush_mb}
     ref_plan = {"role": "time-ref", "task": f"{rt.IN_TASK}/task.py", "copy_bytes": first["min_bytes"], **common}
     cand_plan = {"role": "time-cand", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref), **common}
     (ws / "refhome" / "tmp").mkdir()
@@ -983,7 +983,7 @@ def _phases(found) -> dict[str, float]:
 
 def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: dict) -> None:
     """The audited timed iteration: what the candidate returned there vs what the eager Model
-    gives for the same (perturbed) input."""
+    gives for the same (fresh) input."""
     audit = result.get("audit")
     if not isinstance(audit, dict):
         checks.fail("consistent_when_timed", "no timed iteration was audited")

@@ -527,6 +527,13 @@ class Supervisor:
         loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
         result["copy_bytes"] = loaded.get("copy_bytes")
         result["reference_threads"] = loaded.get("threads")
+        # Every timed iteration gets an input of its own (worker.FreshInputs), so a round's
+        # iterations are bounded by how many fit the memory set aside for them.
+        fresh = int(loaded.get("fresh_capacity") or 0)
+        if fresh < 6:
+            raise Stop("protocol", f"the reference offered {fresh} fresh inputs per round (need 6)", "verifier")
+        max_iters = min(plan["max_iters"], fresh // 3)
+        result["fresh_inputs_per_round"] = fresh
         # Everything alive now is ours (the reference may have spawned compiler processes).
         self.trusted |= pids()
         ref_nice = nice(ref.pid)
@@ -604,7 +611,8 @@ class Supervisor:
         def timed(s: str, n: int, seed: int, audit: int) -> dict:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
             # finishing deferred work there would show far more than the reference does.
-            flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
+            flush_wall, flush_cpu = call(s, {"cmd": "flush", "subject": s, "n": n, "seed": seed}, "flushed",
+                                         lim["forward_timeout_s"])
             w = worker_for(s)
             cpu0 = cpu_of(s)
             t0 = time.monotonic()
@@ -623,8 +631,8 @@ class Supervisor:
             return r["wall_s"]
 
         for s in subjects:
-            calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], plan["max_iters"])
-            base_n[s] = max(2, min(plan["max_iters"], int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
+            calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], max_iters)
+            base_n[s] = max(2, min(max_iters, int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
         rounds = plan["rounds"]
         audit_round = rng.randrange(rounds)
         audit = None

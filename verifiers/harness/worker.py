@@ -41,12 +41,8 @@ _dumps = json.dumps
 
 # dtype -> (int dtype of the same width, 3 in the exponent field): adding it multiplies a value
 # by 8 and keeps its sign, so the input stays in the task's domain but the output moves.
-EXPONENT_STEP = {
-    "float32": ("int32", 3 << 23),
-    "float64": ("int64", 3 << 52),
-    "float16": ("int16", 3 << 10),
-    "bfloat16": ("int16", 3 << 7),
-}
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+MAX_FRESH = 8192  # fresh inputs a round may ask for (rounds run at most 3 x max_iters_per_round)
 POISON = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
           "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
 
@@ -622,57 +618,80 @@ def _type_name(obj) -> str:
 
 # ---------------------------------------------------------------------------- timing roles
 
-class Perturb:
-    """Scale a few input elements by 8 around each timed iteration (and put the exact bits back
-    after), so no two iterations see the same input: an output cached from an earlier call is
-    wrong, and the supervisor audits one iteration's output against the eager Model's."""
+class FreshInputs:
+    """A fresh input for every timed iteration, made before the round's clock starts.
 
-    def __init__(self, args, count: int):
+    The task's largest float input is scaled per element by factors in [0.5, 2), read from a
+    different offset of one random table for each iteration of a round, into buffers that no
+    other iteration of the round uses. So every element of every timed input is new: a candidate
+    that keeps earlier inputs and outputs and recomputes only what changed (a red-team candidate
+    did, per 1024-element block, against inputs that differed from the last in four elements)
+    must compute all of it, and a cached output is wrong everywhere. The audited iteration's
+    input is made again from the same seed by the trusted reference."""
+
+    SPREAD = 8192  # offsets into the factor table: more than any round's iterations
+
+    def __init__(self, args, budget_bytes: int):
+        import numpy as np
         import torch
 
-        self.view = None
-        floats = [a for a in args if isinstance(a, torch.Tensor) and dtype_name(a) in EXPONENT_STEP
+        self.args = list(args)
+        self.target = None
+        floats = [i for i, a in enumerate(self.args) if isinstance(a, torch.Tensor) and dtype_name(a) in FLOATS
                   and a.is_contiguous() and a.numel() > 0]
+        self.capacity = MAX_FRESH
         if not floats:
             return
-        target = max(floats, key=lambda t: t.numel())
-        int_name, step = EXPONENT_STEP[dtype_name(target)]
-        self.view = target.view(getattr(torch, int_name)).numpy().reshape(-1)
-        self.step = self.view.dtype.type(step)
-        self.count = count
+        self.target = max(floats, key=lambda i: self.args[i].numel())
+        base = self.args[self.target]
+        rng = np.random.default_rng(0xA55A7)
+        table = rng.uniform(0.5, 2.0, base.numel() + self.SPREAD).astype(np.float32)
+        self.factors = torch.from_numpy(table).to(base.dtype)
+        self.pool: list = []
+        self.capacity = max(6, min(MAX_FRESH, budget_bytes // max(1, nbytes(base))))
 
-    def indices(self, seed: int, n: int):
-        import numpy as np
+    def _offset(self, seed: int, j: int) -> int:
+        return ((seed * 0x9E3779B97F4A7C15) % self.SPREAD + j * 1_000_003) % self.SPREAD
 
-        if self.view is None:
-            return None
-        numel = self.view.size
-        i = np.arange(n, dtype=np.uint64)
-        h = i * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
-        h ^= h >> np.uint64(31)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(29)
-        cols = np.arange(self.count, dtype=np.uint64) * np.uint64(2654435761)
-        return ((h[:, None] + cols[None, :]) % np.uint64(numel)).astype(np.int64)
+    def _fill(self, out, seed: int, j: int):
+        import torch
 
-    def apply(self, idx):
-        saved = self.view[idx]
-        self.view[idx] = saved + self.step
-        return saved
+        base = self.args[self.target]
+        at = self._offset(seed, j)
+        return torch.mul(base, self.factors[at:at + base.numel()].view(base.shape), out=out)
 
-    def restore(self, idx, saved) -> None:
-        self.view[idx] = saved
+    def prepare(self, seed: int, n: int) -> list[list]:
+        """The n argument lists of a round, iteration j's input made from (seed, j)."""
+        import torch
+
+        if self.target is None:
+            return [self.args] * n
+        if n > self.capacity:
+            raise ValueError(f"{n} fresh inputs asked for, {self.capacity} allowed")
+        while len(self.pool) < n:
+            self.pool.append(torch.empty_like(self.args[self.target]))
+        sets = []
+        for j in range(n):
+            args = list(self.args)
+            args[self.target] = self._fill(self.pool[j], seed, j)
+            sets.append(args)
+        return sets
+
+    def one(self, seed: int, j: int) -> list:
+        """Iteration j's arguments in the round with this seed, made on their own (the audit)."""
+        import torch
+
+        if self.target is None:
+            return self.args
+        args = list(self.args)
+        args[self.target] = self._fill(torch.empty_like(self.args[self.target]), seed, j)
+        return args
 
 
-def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int, opwatch=None):
-    idx = perturb.indices(seed, n) if perturb is not None else None
+def timed_round(fn, sets: list[list], audit: int, opwatch=None):
     keep = None
-    for i in range(n):
-        if idx is not None:
-            saved = perturb.apply(idx[i])
+    for i, args in enumerate(sets):
         out = fn(*args)
-        if idx is not None:
-            perturb.restore(idx[i], saved)
         if i == audit:
             # Copied the moment it returns: work deferred to a thread or to the next (untimed)
             # flush would finish later, and this copy would show the output unfinished.
@@ -741,11 +760,16 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
             shutil.rmtree(folder, ignore_errors=True)
     half = max(1, plan["copy_bytes"] // 8)  # float32 elements in each of src and dst
     src, dst = torch.randn(half), torch.empty(half)
-    subjects = {"eager": model, "compiled": compiled, "copy": lambda *a: dst.copy_(src)}
-    perturb = Perturb(args, plan["perturb_elements"])
+    subjects = {"eager": model, "compiled": compiled, "copy": lambda s: dst.copy_(s)}
+    budget = plan["fresh_input_mb"] << 20
+    fresh = FreshInputs(args, budget)
+    # The copy reads a fresh source each iteration too: the bound it sets is for cold inputs.
+    fresh_copy = FreshInputs([src], budget)
+    inputs = {"eager": fresh, "compiled": fresh, "copy": fresh_copy}
     flush = Flusher(plan["flush_mb"])
-    chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads())
-    serve(chan, subjects, args, perturb, flush)
+    chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads(),
+               fresh_capacity=min(fresh.capacity, fresh_copy.capacity))
+    serve(chan, subjects, inputs, flush)
 
 
 def role_time_cand(plan: dict, chan: Channel) -> None:
@@ -757,20 +781,22 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
     cls = import_candidate(plan, chan)
     model = construct(cls, plan["init_args"], plan["init_seed"], chan)
     args = load_inputs(plan["inputs_file"], plan["inputs"])
-    perturb = Perturb(args, plan["perturb_elements"])
+    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20)
     flush = Flusher(plan["flush_mb"])
     opwatch.take()
     chan.event("loaded")
-    serve(chan, {"candidate": model}, args, perturb, flush, opwatch, integrity)
+    serve(chan, {"candidate": model}, {"candidate": fresh}, flush, opwatch, integrity)
 
 
-def serve(chan, subjects, args, perturb, flush, opwatch=None, integrity=None) -> None:
+def serve(chan, subjects, inputs, flush, opwatch=None, integrity=None) -> None:
     kept = None
+    ready: list[list] = []
     while True:
         cmd = chan.command()
         op = cmd.get("cmd")
         if op == "warm":
             fn = subjects[cmd["subject"]]
+            args = inputs[cmd["subject"]].args
             if opwatch is not None:
                 opwatch.arm()
             for _ in range(int(cmd["n"])):
@@ -779,29 +805,28 @@ def serve(chan, subjects, args, perturb, flush, opwatch=None, integrity=None) ->
                 opwatch.disarm()
             chan.event("warmed")
         elif op == "flush":
+            # Untimed: the next round's fresh inputs, then the cache flush, so they start cold.
+            ready = inputs[cmd["subject"]].prepare(int(cmd["seed"]), int(cmd["n"])) if "n" in cmd else []
             flush()
             chan.event("flushed")
         elif op == "round":
             # The supervisor's clock starts when it sends this and stops when "done" arrives.
             fn = subjects[cmd["subject"]]
-            use = perturb if cmd["subject"] != "copy" else None
+            if len(ready) != int(cmd["n"]):
+                _exit(5)
             if opwatch is not None:
                 opwatch.arm()
-            out = timed_round(fn, args, use, int(cmd["n"]), int(cmd["seed"]), int(cmd["audit"]), opwatch)
+            out = timed_round(fn, ready, int(cmd["audit"]), opwatch)
             if opwatch is not None:
                 opwatch.disarm()
+            ready = []
             if int(cmd["audit"]) >= 0:
                 kept = out
             chan.event("done")
         elif op == "replay":
             # Trusted reference only: the output the audited iteration must have produced.
             fn = subjects[cmd["subject"]]
-            idx = perturb.indices(int(cmd["seed"]), int(cmd["audit"]) + 1) if perturb.view is not None else None
-            if idx is not None:
-                saved = perturb.apply(idx[-1])
-            out = fn(*args)
-            if idx is not None:
-                perturb.restore(idx[-1], saved)
+            out = fn(*inputs[cmd["subject"]].one(int(cmd["seed"]), int(cmd["audit"])))
             _save_audit(cmd["path"], out)
             chan.event("replayed")
         elif op == "finish":
