@@ -789,7 +789,7 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
 
 
 def serve(chan, subjects, inputs, flush, opwatch=None, integrity=None) -> None:
-    kept = None
+    kept = []  # the candidate's audited outputs, one per timed round
     ready: list[list] = []
     while True:
         cmd = chan.command()
@@ -820,19 +820,19 @@ def serve(chan, subjects, inputs, flush, opwatch=None, integrity=None) -> None:
             if opwatch is not None:
                 opwatch.disarm()
             ready = []
-            if int(cmd["audit"]) >= 0:
-                kept = out
+            if "candidate" in subjects and int(cmd["audit"]) >= 0:
+                kept.append(out)
             chan.event("done")
         elif op == "replay":
             # Trusted reference only: the output the audited iteration must have produced.
             fn = subjects[cmd["subject"]]
-            out = fn(*inputs[cmd["subject"]].one(int(cmd["seed"]), int(cmd["audit"])))
-            _save_audit(cmd["path"], out)
+            outs = [fn(*inputs[cmd["subject"]].one(int(seed), int(k))) for seed, k in cmd["audits"]]
+            _save_audits(cmd["path"], outs)
             chan.event("replayed")
         elif op == "finish":
             report = {}
             if cmd.get("path"):
-                report["audit_saved"] = _save_audit(cmd["path"], kept)
+                report["audit_saved"] = _save_audits(cmd["path"], kept)
             if opwatch is not None:
                 report["ops"], report["foreign_ops"] = opwatch.take()
             if integrity is not None:
@@ -848,16 +848,30 @@ class Copied(list):
     """Plain tensors the worker copied itself (so no check of their type is needed again)."""
 
 
-def _save_audit(path: str, out) -> str:
+def _audit_tensors(out, prefix: str):
+    """An audited output's tensors under `prefix`, or why there are none."""
     outs = list(out) if type(out) is Copied else outputs_of(out)
     if outs is None:
         return "not a plain tensor" if out is not None else "no output kept"
     if any(o.device.type != "cpu" for o in outs):
         return "not a CPU tensor"
-    tensors = {f"out_{j}": o.detach().clone() for j, o in enumerate(outs)}
+    tensors = {f"{prefix}out_{j}": o.detach().clone() for j, o in enumerate(outs)}
     for j, g in enumerate(getattr(out, "glance", None) or []):
         if g is not None:
-            tensors[f"glance_{j}"] = g
+            tensors[f"{prefix}glance_{j}"] = g
+    return tensors
+
+
+def _save_audits(path: str, outs: list) -> str:
+    """Every audited output in one file, the i-th under "a{i}_"."""
+    if not outs:
+        return "no output kept"
+    tensors = {}
+    for i, out in enumerate(outs):
+        found = _audit_tensors(out, f"a{i}_")
+        if isinstance(found, str):
+            return f"{found} (audited round {i})"
+        tensors.update(found)
     save_tensors(path, tensors)
     return "saved"
 
