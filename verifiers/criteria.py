@@ -51,9 +51,13 @@ class Timing(_Strict):
     max_iters_per_round: int = Field(ge=2)
     flush_mb: int = Field(ge=1)
     scaling_min: float = Field(gt=1)
-    # Memory for the fresh inputs of a round (one per iteration, each process its own): it
-    # bounds the iterations of a round with large inputs.
+    perturb_elements: int = Field(ge=1)
+    # Fresh rounds (eager's and the candidate's): every call on an input no call saw before,
+    # made before the round in this much memory. The speedup credited is at most fresh_slack
+    # times the one they show.
+    fresh_rounds: int = Field(ge=2)
     fresh_input_mb: int = Field(ge=64, le=8192)
+    fresh_slack: float = Field(ge=1)
     # Below this share of its CPUs for the trusted reference, a failed speed check says the
     # machine was too busy to time, and the verdict's metrics say so (timing_contended).
     min_cpu_share: float = Field(default=0.65, gt=0, le=1)

@@ -197,14 +197,14 @@ class Stop(Exception):
 class Worker:
     """One child process: its command pipe (stdin), event pipe, and capped stdout/stderr."""
 
-    def __init__(self, name: str, spec: dict, trusted: bool, output_cap: int):
+    def __init__(self, name: str, spec: dict, trusted: bool, output_cap: int, fds: tuple[int, ...] = ()):
         self.name, self.trusted, self.output_cap = name, trusted, output_cap
         # The event pipe's write end is handed to the worker; its number goes last on argv.
         self.events, write_fd = os.pipe()
         self.proc = subprocess.Popen(
             list(spec["argv"]) + [str(write_fd)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, **spec["env"]}, cwd=spec.get("cwd") or "/", pass_fds=(write_fd,), close_fds=True,
+            env={**os.environ, **spec["env"]}, cwd=spec.get("cwd") or "/", pass_fds=(write_fd, *fds), close_fds=True,
         )
         os.close(write_fd)
         self.pid = self.proc.pid
@@ -262,9 +262,9 @@ class Supervisor:
     def untrusted(self) -> set[int]:
         return pids() - self.trusted
 
-    def spawn(self, name: str, spec: dict, trusted: bool) -> Worker:
+    def spawn(self, name: str, spec: dict, trusted: bool, fds: tuple[int, ...] = ()) -> Worker:
         cap = (1 << 20) if trusted else self.limits["output_bytes"]
-        w = Worker(name, spec, trusted, cap)
+        w = Worker(name, spec, trusted, cap, fds)
         if trusted:
             self.trusted.add(w.pid)
         self.workers[name] = w
@@ -523,17 +523,20 @@ class Supervisor:
         lim, plan = self.limits, self.plan
         rng = random.SystemRandom()
         self.phase = "reference warm-up"
-        ref = self.spawn("reference", plan["reference"], trusted=True)
+        # The candidate's fresh inputs: written by the reference, read by the candidate.
+        fresh_fd = os.memfd_create("assay-fresh-inputs", os.MFD_CLOEXEC)
+        for spec in (plan["reference"], plan["candidate"]):
+            spec["plan"]["fresh_fd"] = fresh_fd
+        ref = self.spawn("reference", plan["reference"], trusted=True, fds=(fresh_fd,))
         loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
         result["copy_bytes"] = loaded.get("copy_bytes")
         result["reference_threads"] = loaded.get("threads")
-        # Every timed iteration gets an input of its own (worker.FreshInputs), so a round's
-        # iterations are bounded by how many fit the memory set aside for them.
-        fresh = int(loaded.get("fresh_capacity") or 0)
-        if fresh < 6:
-            raise Stop("protocol", f"the reference offered {fresh} fresh inputs per round (need 6)", "verifier")
-        max_iters = min(plan["max_iters"], fresh // 3)
-        result["fresh_inputs_per_round"] = fresh
+        # A fresh round's inputs are written by the reference before it (worker.FreshInputs),
+        # at most this many at a time (the memory set aside for them).
+        batch = int(loaded.get("fresh_batch") or 0)
+        if batch < 1:
+            raise Stop("protocol", f"the reference offered batches of {batch} fresh inputs", "verifier")
+        result["fresh_batch"] = batch
         # Everything alive now is ours (the reference may have spawned compiler processes).
         self.trusted |= pids()
         ref_nice = nice(ref.pid)
@@ -545,7 +548,8 @@ class Supervisor:
             if os.path.isdir(plan["ext_seed"]):
                 shutil.copytree(plan["ext_seed"], plan["ext_dir"], symlinks=True, dirs_exist_ok=True)
         self.phase = "import"
-        cand = self.spawn("candidate", plan["candidate"], trusted=False)
+        cand = self.spawn("candidate", plan["candidate"], trusted=False, fds=(fresh_fd,))
+        os.close(fresh_fd)
         self.expect(cand, "loaded", time.monotonic() + lim["import_timeout_s"], "importing the candidate")
 
         subjects = plan["subjects"]  # e.g. ["eager", "compiled", "copy", "candidate"]
@@ -611,8 +615,7 @@ class Supervisor:
         def timed(s: str, n: int, seed: int, audit: int) -> dict:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
             # finishing deferred work there would show far more than the reference does.
-            flush_wall, flush_cpu = call(s, {"cmd": "flush", "subject": s, "n": n, "seed": seed}, "flushed",
-                                         lim["forward_timeout_s"])
+            flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
             w = worker_for(s)
             cpu0 = cpu_of(s)
             t0 = time.monotonic()
@@ -621,6 +624,24 @@ class Supervisor:
             t1 = time.monotonic()
             return {"subject": s, "n": n, "wall_s": t1 - t0, "cpu_s": cpu_of(s) - cpu0, "audit": audit,
                     "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
+
+        def timed_fresh(s: str, n: int, seed: int, audit: int) -> dict:
+            """A fresh round: every call on an input no call saw before, written by the reference
+            (the candidate's while it is stopped) in batches as large as its memory allows."""
+            call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
+            wall = cpu = 0.0
+            for first in range(0, n, batch):
+                m = min(batch, n - first)
+                call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "first": first, "n": m}, "prepared",
+                     lim["forward_timeout_s"])
+                w = worker_for(s)
+                cpu0 = cpu_of(s)
+                t0 = time.monotonic()
+                w.send({"cmd": "round", "subject": s, "seed": seed, "first": first, "n": m, "audit": audit})
+                self.expect(w, "done", t0 + deadline(s, m), f"a fresh round of {s}")
+                wall += time.monotonic() - t0
+                cpu += cpu_of(s) - cpu0
+            return {"subject": s, "n": n, "wall_s": wall, "cpu_s": cpu, "audit": audit}
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}
@@ -631,8 +652,8 @@ class Supervisor:
             return r["wall_s"]
 
         for s in subjects:
-            calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], max_iters)
-            base_n[s] = max(2, min(max_iters, int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
+            calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], plan["max_iters"])
+            base_n[s] = max(2, min(plan["max_iters"], int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
         rounds = plan["rounds"]
         audits = []
         self.phase = "timed rounds"
@@ -650,7 +671,22 @@ class Supervisor:
                 rec["round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits.append({"seed": seed, "n": n, "index": k, "round": r})
+                    audits.append({"kind": "warm", "seed": seed, "n": n, "index": k, "round": r})
+        # Fresh rounds, eager's and the candidate's, interleaved: the speed the candidate is
+        # credited with may exceed what it shows on inputs no call saw before only by a little
+        # (the verifier's fresh_slack), so keeping what it saw earns it nothing.
+        self.phase = "fresh rounds"
+        pair = [s for s in ("eager", "candidate") if s in subjects]
+        for r in range(int(plan.get("fresh_rounds", 0))):
+            for s in (pair if r % 2 == 0 else pair[::-1]):
+                n = max(1, min(batch, base_n[s]))
+                seed = rng.getrandbits(62)
+                k = rng.randrange(n)
+                rec = timed_fresh(s, n, seed, k)
+                rec["fresh_round"] = r
+                self.log.append(rec)
+                if s == "candidate":
+                    audits.append({"kind": "fresh", "seed": seed, "n": n, "index": k, "round": f"fresh {r}"})
         result["audits"] = audits
         self.phase = "audit"
         # The candidate saves what it returned at the audited iterations, then all of it dies,
@@ -661,7 +697,7 @@ class Supervisor:
         result["report"] = fin.get("report")
         self.kill_untrusted()
         worker_for("eager")
-        ref.send({"cmd": "replay", "subject": "eager", "audits": [[a["seed"], a["index"]] for a in audits],
+        ref.send({"cmd": "replay", "subject": "eager", "audits": [[a["kind"], a["seed"], a["index"]] for a in audits],
                   "path": plan["audit_reference"]})
         self.expect(ref, "replayed", time.monotonic() + lim["forward_timeout_s"] * (4 + len(audits)), "replaying the audit")
         ref.send({"cmd": "finish"})

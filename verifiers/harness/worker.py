@@ -41,7 +41,13 @@ _dumps = json.dumps
 
 # dtype -> (int dtype of the same width, 3 in the exponent field): adding it multiplies a value
 # by 8 and keeps its sign, so the input stays in the task's domain but the output moves.
-FLOATS = ("float32", "float64", "float16", "bfloat16")
+EXPONENT_STEP = {
+    "float32": ("int32", 3 << 23),
+    "float64": ("int64", 3 << 52),
+    "float16": ("int16", 3 << 10),
+    "bfloat16": ("int16", 3 << 7),
+}
+FLOATS = tuple(EXPONENT_STEP)
 MAX_FRESH = 8192  # fresh inputs a round may ask for (rounds run at most 3 x max_iters_per_round)
 POISON = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
           "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
@@ -618,25 +624,110 @@ def _type_name(obj) -> str:
 
 # ---------------------------------------------------------------------------- timing roles
 
+class Perturb:
+    """Scale a few input elements by 8 around each timed iteration (and put the exact bits back
+    after), so no two iterations see the same input: an output cached from an earlier call is
+    wrong, and the supervisor audits one iteration's output against the eager Model's."""
+
+    def __init__(self, args, count: int):
+        import torch
+
+        self.view = None
+        floats = [a for a in args if isinstance(a, torch.Tensor) and dtype_name(a) in EXPONENT_STEP
+                  and a.is_contiguous() and a.numel() > 0]
+        if not floats:
+            return
+        target = max(floats, key=lambda t: t.numel())
+        int_name, step = EXPONENT_STEP[dtype_name(target)]
+        self.view = target.view(getattr(torch, int_name)).numpy().reshape(-1)
+        self.step = self.view.dtype.type(step)
+        self.count = count
+
+    def indices(self, seed: int, n: int):
+        import numpy as np
+
+        if self.view is None:
+            return None
+        numel = self.view.size
+        i = np.arange(n, dtype=np.uint64)
+        h = i * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        h ^= h >> np.uint64(31)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(29)
+        cols = np.arange(self.count, dtype=np.uint64) * np.uint64(2654435761)
+        return ((h[:, None] + cols[None, :]) % np.uint64(numel)).astype(np.int64)
+
+    def apply(self, idx):
+        saved = self.view[idx]
+        self.view[idx] = saved + self.step
+        return saved
+
+    def restore(self, idx, saved) -> None:
+        self.view[idx] = saved
+
+
+def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int, opwatch=None):
+    """n calls on the task's own inputs, a few elements changed around each (the warm rounds)."""
+    idx = perturb.indices(seed, n) if perturb is not None else None
+    keep = None
+    for i in range(n):
+        if idx is not None:
+            saved = perturb.apply(idx[i])
+        out = fn(*args)
+        if idx is not None:
+            perturb.restore(idx[i], saved)
+        if i == audit:
+            keep = kept_for_audit(out, opwatch)
+    return keep
+
+
+def kept_for_audit(out, opwatch=None):
+    """An audited call's output, copied the moment it returns: work deferred to a thread or to
+    the next (untimed) flush would finish later, and this copy would show the output unfinished."""
+    if opwatch is not None:
+        opwatch.disarm()  # the copy is the harness's own op, not the candidate's
+    outs = outputs_of(out)
+    if outs is not None and all(o.device.type == "cpu" for o in outs):
+        # A glance first, from the far end: a thread still filling the output from its start
+        # has not got there yet, so deferred work shows here even when it wins the race
+        # against the full copy below.
+        glance = [glance_of(o) for o in outs]
+        keep = Copied([o.detach().clone() for o in outs])
+        keep.glance = glance
+    else:
+        keep = out
+    if opwatch is not None:
+        opwatch.arm()
+    return keep
+
+
 class FreshInputs:
-    """A fresh input for every timed iteration, made before the round's clock starts.
+    """A fresh input for every timed iteration, made just before its batch's clock starts.
 
     The task's largest float input is scaled per element by factors in [0.5, 2), read from a
-    different offset of one random table for each iteration of a round, into buffers that no
-    other iteration of the round uses. So every element of every timed input is new: a candidate
-    that keeps earlier inputs and outputs and recomputes only what changed (a red-team candidate
-    did, per 1024-element block, against inputs that differed from the last in four elements)
-    must compute all of it, and a cached output is wrong everywhere. The audited iteration's
-    input is made again from the same seed by the trusted reference."""
+    different offset of one random table for each iteration of a round. So every element of
+    every timed input is new: a candidate that keeps earlier inputs and outputs and recomputes
+    only what changed (a red-team candidate did, per 1024-element block, against inputs that
+    differed from the last in four elements) must compute all of it, and a cached output is
+    wrong everywhere. The audited iterations' inputs are made again by the trusted reference.
+
+    A round runs in batches of as many iterations as `batch_bytes` of inputs allow (one, for a
+    16 MB input): the reference writes a batch's inputs into shared memory (a memfd every
+    worker maps), then the subject runs it. So each input is timed fresh from the cache, as if
+    the op before had just written it, not cold from memory; and the candidate's are written
+    while every candidate process is stopped, so nothing of it runs between their making and
+    its clock's start (made in its own process, they would exist untimed while its threads run).
+    The candidate's side only reads them (`fill=False`)."""
 
     SPREAD = 8192  # offsets into the factor table: more than any round's iterations
 
-    def __init__(self, args, budget_bytes: int):
+    def __init__(self, args, batch_bytes: int, shared: int | None = None, fill: bool = True):
         import numpy as np
         import torch
 
         self.args = list(args)
         self.target = None
+        self.fill = fill
         floats = [i for i, a in enumerate(self.args) if isinstance(a, torch.Tensor) and dtype_name(a) in FLOATS
                   and a.is_contiguous() and a.numel() > 0]
         self.capacity = MAX_FRESH
@@ -644,11 +735,33 @@ class FreshInputs:
             return
         self.target = max(floats, key=lambda i: self.args[i].numel())
         base = self.args[self.target]
-        rng = np.random.default_rng(0xA55A7)
-        table = rng.uniform(0.5, 2.0, base.numel() + self.SPREAD).astype(np.float32)
-        self.factors = torch.from_numpy(table).to(base.dtype)
-        self.pool: list = []
-        self.capacity = max(6, min(MAX_FRESH, budget_bytes // max(1, nbytes(base))))
+        size = max(1, nbytes(base))
+        self.capacity = max(1, min(MAX_FRESH, batch_bytes // size))
+        if shared is None:
+            shared = os.memfd_create("assay-fresh", os.MFD_CLOEXEC)
+        self.pool = self._shared(shared, base, size)
+        self.capacity = len(self.pool)
+        if fill:
+            rng = np.random.default_rng(0xA55A7)
+            table = rng.uniform(0.5, 2.0, base.numel() + self.SPREAD).astype(np.float32)
+            self.factors = torch.from_numpy(table).to(base.dtype)
+
+    def _shared(self, fd: int, base, size: int) -> list:
+        """The capacity's slots in the memfd, as tensors shaped like the base. The filling side
+        sizes the memfd; the reading side maps what it finds."""
+        import mmap
+
+        import torch
+
+        if self.fill and os.fstat(fd).st_size < self.capacity * size:
+            os.ftruncate(fd, self.capacity * size)
+        total = os.fstat(fd).st_size
+        if total < size:
+            return []
+        # Populated now, so no timed read takes a page fault the first time it meets a slot.
+        self._map = mmap.mmap(fd, total, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
+        return [torch.frombuffer(self._map, dtype=base.dtype, count=base.numel(), offset=j * size).view(base.shape)
+                for j in range(min(self.capacity, total // size))]
 
     def _offset(self, seed: int, j: int) -> int:
         return ((seed * 0x9E3779B97F4A7C15) % self.SPREAD + j * 1_000_003) % self.SPREAD
@@ -660,20 +773,17 @@ class FreshInputs:
         at = self._offset(seed, j)
         return torch.mul(base, self.factors[at:at + base.numel()].view(base.shape), out=out)
 
-    def prepare(self, seed: int, n: int) -> list[list]:
-        """The n argument lists of a round, iteration j's input made from (seed, j)."""
-        import torch
-
+    def prepare(self, seed: int, first: int, n: int) -> list[list]:
+        """The argument lists of iterations first .. first + n - 1 of the round with this seed,
+        in the pool's first n slots (filled here unless this is the reading side)."""
         if self.target is None:
             return [self.args] * n
         if n > self.capacity:
             raise ValueError(f"{n} fresh inputs asked for, {self.capacity} allowed")
-        while len(self.pool) < n:
-            self.pool.append(torch.empty_like(self.args[self.target]))
         sets = []
         for j in range(n):
             args = list(self.args)
-            args[self.target] = self._fill(self.pool[j], seed, j)
+            args[self.target] = self._fill(self.pool[j], seed, first + j) if self.fill else self.pool[j]
             sets.append(args)
         return sets
 
@@ -688,27 +798,13 @@ class FreshInputs:
         return args
 
 
-def timed_round(fn, sets: list[list], audit: int, opwatch=None):
+def timed_batch(fn, sets: list[list], audit: int, opwatch=None):
+    """One call on each of a batch's fresh inputs (the fresh rounds)."""
     keep = None
     for i, args in enumerate(sets):
         out = fn(*args)
         if i == audit:
-            # Copied the moment it returns: work deferred to a thread or to the next (untimed)
-            # flush would finish later, and this copy would show the output unfinished.
-            if opwatch is not None:
-                opwatch.disarm()  # the copy is the harness's own op, not the candidate's
-            outs = outputs_of(out)
-            if outs is not None and all(o.device.type == "cpu" for o in outs):
-                # A glance first, from the far end: a thread still filling the output from its
-                # start has not got there yet, so deferred work shows here even when it wins
-                # the race against the full copy below.
-                glance = [glance_of(o) for o in outs]
-                keep = Copied([o.detach().clone() for o in outs])
-                keep.glance = glance
-            else:
-                keep = out
-            if opwatch is not None:
-                opwatch.arm()
+            keep = kept_for_audit(out, opwatch)
     return keep
 
 
@@ -760,16 +856,16 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
             shutil.rmtree(folder, ignore_errors=True)
     half = max(1, plan["copy_bytes"] // 8)  # float32 elements in each of src and dst
     src, dst = torch.randn(half), torch.empty(half)
-    subjects = {"eager": model, "compiled": compiled, "copy": lambda s: dst.copy_(s)}
-    budget = plan["fresh_input_mb"] << 20
-    fresh = FreshInputs(args, budget)
-    # The copy reads a fresh source each iteration too: the bound it sets is for cold inputs.
-    fresh_copy = FreshInputs([src], budget)
-    inputs = {"eager": fresh, "compiled": fresh, "copy": fresh_copy}
+    subjects = {"eager": model, "compiled": compiled, "copy": lambda *a: dst.copy_(src)}
+    # One memfd holds the fresh rounds' inputs, whoever's round it is (rounds run one at a
+    # time); the candidate's worker maps it too (see FreshInputs). Only eager and the
+    # candidate run fresh rounds.
+    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"])
+    inputs = {"eager": fresh, "compiled": fresh, "copy": fresh, "for_candidate": fresh}
+    perturb = Perturb(args, plan["perturb_elements"])
     flush = Flusher(plan["flush_mb"])
-    chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads(),
-               fresh_capacity=min(fresh.capacity, fresh_copy.capacity))
-    serve(chan, subjects, inputs, flush)
+    chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads(), fresh_batch=fresh.capacity)
+    serve(chan, subjects, inputs, perturb, flush)
 
 
 def role_time_cand(plan: dict, chan: Channel) -> None:
@@ -781,14 +877,15 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
     cls = import_candidate(plan, chan)
     model = construct(cls, plan["init_args"], plan["init_seed"], chan)
     args = load_inputs(plan["inputs_file"], plan["inputs"])
-    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20)
+    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"], fill=False)
+    perturb = Perturb(args, plan["perturb_elements"])
     flush = Flusher(plan["flush_mb"])
     opwatch.take()
     chan.event("loaded")
-    serve(chan, {"candidate": model}, {"candidate": fresh}, flush, opwatch, integrity)
+    serve(chan, {"candidate": model}, {"candidate": fresh}, perturb, flush, opwatch, integrity)
 
 
-def serve(chan, subjects, inputs, flush, opwatch=None, integrity=None) -> None:
+def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None) -> None:
     kept = []  # the candidate's audited outputs, one per timed round
     ready: list[list] = []
     while True:
@@ -805,28 +902,58 @@ def serve(chan, subjects, inputs, flush, opwatch=None, integrity=None) -> None:
                 opwatch.disarm()
             chan.event("warmed")
         elif op == "flush":
-            # Untimed: the next round's fresh inputs, then the cache flush, so they start cold.
-            ready = inputs[cmd["subject"]].prepare(int(cmd["seed"]), int(cmd["n"])) if "n" in cmd else []
             flush()
             chan.event("flushed")
+        elif op == "prepare":
+            # Trusted reference only: a batch's fresh inputs; the candidate's while every
+            # candidate process is stopped.
+            subject = cmd["subject"]
+            made = inputs["for_candidate" if subject == "candidate" else subject].prepare(
+                int(cmd["seed"]), int(cmd["first"]), int(cmd["n"]))
+            if subject != "candidate":
+                ready = made
+            chan.event("prepared")
         elif op == "round":
+            # A warm round on the task's own inputs, or ("first" given) a batch of a fresh round.
             # The supervisor's clock starts when it sends this and stops when "done" arrives.
             fn = subjects[cmd["subject"]]
-            if len(ready) != int(cmd["n"]):
-                _exit(5)
+            n, audit = int(cmd["n"]), int(cmd["audit"])
+            if "first" in cmd:
+                first = int(cmd["first"])
+                source = inputs[cmd["subject"]]
+                if not source.fill:
+                    ready = source.prepare(int(cmd["seed"]), first, n)  # views of what the reference wrote
+                if len(ready) != n:
+                    _exit(5)
+                audit = audit - first if first <= audit < first + n else -1
             if opwatch is not None:
                 opwatch.arm()
-            out = timed_round(fn, ready, int(cmd["audit"]), opwatch)
+            if "first" in cmd:
+                out = timed_batch(fn, ready, audit, opwatch)
+            else:
+                use = perturb if cmd["subject"] != "copy" else None
+                out = timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), audit, opwatch)
             if opwatch is not None:
                 opwatch.disarm()
             ready = []
-            if "candidate" in subjects and int(cmd["audit"]) >= 0:
+            if "candidate" in subjects and audit >= 0:
                 kept.append(out)
             chan.event("done")
         elif op == "replay":
-            # Trusted reference only: the output the audited iteration must have produced.
+            # Trusted reference only: the outputs the audited iterations must have produced.
             fn = subjects[cmd["subject"]]
-            outs = [fn(*inputs[cmd["subject"]].one(int(seed), int(k))) for seed, k in cmd["audits"]]
+            outs = []
+            for kind, seed, k in cmd["audits"]:
+                if kind == "fresh":
+                    outs.append(fn(*inputs[cmd["subject"]].one(int(seed), int(k))))
+                    continue
+                args = inputs[cmd["subject"]].args
+                idx = perturb.indices(int(seed), int(k) + 1) if perturb.view is not None else None
+                if idx is not None:
+                    saved = perturb.apply(idx[-1])
+                outs.append(fn(*args))
+                if idx is not None:
+                    perturb.restore(idx[-1], saved)
             _save_audits(cmd["path"], outs)
             chan.event("replayed")
         elif op == "finish":
