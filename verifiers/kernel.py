@@ -966,6 +966,9 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
         # Every timed round as [iterations, wall ms, CPU ms], for whoever audits the figures.
         "rounds": {s: [[int(e["n"]), round(1e3 * float(e["wall_s"]), 3), round(1e3 * float(e["cpu_s"]), 3)]
                        for e in times[s][1]] for s in times},
+        "rounds_fresh": {s: [[int(e["n"]), round(1e3 * float(e["wall_s"]), 3), round(1e3 * float(e["cpu_s"]), 3)]
+                             for e in log if e.get("subject") == s and e.get("fresh_round") is not None]
+                         for s in ("eager", "candidate")},
         "timing_wall_s": round(res.duration_s, 3),
         "timing_phases_s": _phases(result.get("phase_s")),
     })

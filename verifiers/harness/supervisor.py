@@ -674,7 +674,7 @@ class Supervisor:
                     audits.append({"kind": "warm", "seed": seed, "n": n, "index": k, "round": r})
         # Fresh rounds, eager's and the candidate's, interleaved: the speed the candidate is
         # credited with may exceed what it shows on inputs no call saw before only by a little
-        # (the verifier's fresh_slack), so keeping what it saw earns it nothing.
+        # (the verifier's fresh_slack), so keeping what it saw earns it little.
         self.phase = "fresh rounds"
         pair = [s for s in ("eager", "candidate") if s in subjects]
         for r in range(int(plan.get("fresh_rounds", 0))):
