@@ -24,12 +24,8 @@ def _blocks_unchanged(a, b, block: int = 16) -> int:
 
 
 def _round(fresh, seed: int, n: int) -> list:
-    """A round's inputs, batch by batch as the supervisor asks for them (copied out of the slots)."""
-    out = []
-    for first in range(0, n, fresh.capacity):
-        m = min(fresh.capacity, n - first)
-        out += [args[0].clone() for args in fresh.prepare(seed, first, m)]
-    return out
+    """A round's inputs, copied out of the slots."""
+    return [args[0].clone() for args in fresh.prepare(seed, n)]
 
 
 def test_every_iteration_of_a_round_differs_everywhere_from_the_base_and_the_others():
@@ -37,7 +33,7 @@ def test_every_iteration_of_a_round_differs_everywhere_from_the_base_and_the_oth
     other = torch.randn(64)
     fresh = worker.FreshInputs([base, other, 3], 4 << 20)
     assert fresh.capacity == 4
-    sets = fresh.prepare(seed=12345, first=0, n=4)
+    sets = fresh.prepare(seed=12345, n=4)
     for args in sets:
         assert args[1] is other and args[2] == 3  # only the largest float input is varied
         x = args[0]
@@ -46,9 +42,9 @@ def test_every_iteration_of_a_round_differs_everywhere_from_the_base_and_the_oth
         ratio = x[nonzero] / base[nonzero]
         assert float(ratio.min()) >= 0.5 and float(ratio.max()) < 2.0  # same signs, same scale
         assert bool((x[~nonzero] == 0).all())
-    assert len({args[0].data_ptr() for args in sets}) == 4  # a batch's slots are distinct
+    assert len({args[0].data_ptr() for args in sets}) == 4  # a round's slots are distinct
     seen = [base]
-    for x in _round(fresh, seed=12345, n=12):
+    for x in _round(worker.FreshInputs([base, other, 3], 12 << 20), seed=12345, n=12):
         for earlier in seen:
             assert _blocks_unchanged(x, earlier) == 0
         seen.append(x)
@@ -56,13 +52,13 @@ def test_every_iteration_of_a_round_differs_everywhere_from_the_base_and_the_oth
 
 def test_the_next_round_is_new_and_the_audited_input_is_made_again_exactly():
     base = torch.randn(128, 512)
-    fresh = worker.FreshInputs([base], 1 << 20)
+    fresh = worker.FreshInputs([base], 2 << 20)
     first = _round(fresh, seed=7, n=5)
     second = _round(fresh, seed=8, n=5)
     for a in first:
         for b in second:
             assert _blocks_unchanged(a, b) == 0
-    again = worker.FreshInputs([base.clone()], 64 << 20)  # the reference's own copy, other batches
+    again = worker.FreshInputs([base.clone()], 64 << 20)  # the reference's own copy, a larger pool
     for j in range(5):
         assert torch.equal(again.one(seed=8, j=j)[0], second[j])
 
@@ -74,34 +70,34 @@ def test_the_reading_side_sees_what_the_filling_side_wrote_through_one_memfd():
         writer = worker.FreshInputs([base], 1 << 20, shared=fd)
         reader = worker.FreshInputs([base.clone()], 1 << 20, shared=fd, fill=False)
         assert reader.capacity == writer.capacity
-        views = reader.prepare(seed=5, first=3, n=2)  # views first, as the candidate builds them
-        made = [a[0].clone() for a in writer.prepare(seed=5, first=3, n=2)]
+        views = reader.prepare(seed=5, n=2)  # views first, as the candidate builds them
+        made = [a[0].clone() for a in writer.prepare(seed=5, n=2)]
         for v, m in zip(views, made):
             assert torch.equal(v[0], m) and not torch.equal(v[0], base)
-        assert torch.equal(made[1], writer.one(seed=5, j=4)[0])
+        assert torch.equal(made[1], writer.one(seed=5, j=1)[0])
     finally:
         os.close(fd)
 
 
-def test_a_batch_holds_what_its_budget_allows_and_no_more():
+def test_a_round_holds_what_its_budget_allows_and_no_more():
     base = torch.randn(1 << 20)  # 4 MiB
     fresh = worker.FreshInputs([base], 16 << 20)
     assert fresh.capacity == 4
     with pytest.raises(ValueError, match="5 fresh inputs"):
-        fresh.prepare(seed=1, first=0, n=5)
-    assert worker.FreshInputs([base], 1 << 20).capacity == 1  # an input larger than the batch: one at a time
+        fresh.prepare(seed=1, n=5)
+    assert worker.FreshInputs([base], 1 << 20).capacity == 1  # an input larger than the budget: one at a time
     assert worker.FreshInputs([torch.randn(4)], 1 << 30).capacity == worker.MAX_FRESH
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 def test_other_float_dtypes_are_varied_in_their_own_dtype(dtype):
     base = torch.randn(64, 64).to(dtype)
-    x = worker.FreshInputs([base], 1 << 20).prepare(seed=3, first=0, n=2)[1][0]
+    x = worker.FreshInputs([base], 1 << 20).prepare(seed=3, n=2)[1][0]
     assert x.dtype == dtype and not torch.equal(x, base)
 
 
 def test_inputs_without_a_float_tensor_are_passed_as_they_are():
     ids = torch.arange(10)
     fresh = worker.FreshInputs([ids], 1 << 20)
-    sets = fresh.prepare(seed=1, first=0, n=3)
+    sets = fresh.prepare(seed=1, n=3)
     assert all(s[0] is ids for s in sets)

@@ -531,12 +531,12 @@ class Supervisor:
         loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
         result["copy_bytes"] = loaded.get("copy_bytes")
         result["reference_threads"] = loaded.get("threads")
-        # A fresh round's inputs are written by the reference before it (worker.FreshInputs),
-        # at most this many at a time (the memory set aside for them).
-        batch = int(loaded.get("fresh_batch") or 0)
-        if batch < 1:
-            raise Stop("protocol", f"the reference offered batches of {batch} fresh inputs", "verifier")
-        result["fresh_batch"] = batch
+        # A fresh round's inputs are written by the reference before it (worker.FreshInputs):
+        # at most this many, the memory set aside for them.
+        fresh_capacity = int(loaded.get("fresh_capacity") or 0)
+        if fresh_capacity < 1:
+            raise Stop("protocol", f"the reference offered {fresh_capacity} fresh inputs per round", "verifier")
+        result["fresh_capacity"] = fresh_capacity
         # Everything alive now is ours (the reference may have spawned compiler processes).
         self.trusted |= pids()
         ref_nice = nice(ref.pid)
@@ -612,36 +612,22 @@ class Supervisor:
         for s in subjects:
             warm_up(lambda n, s=s: warm(s, n), plan["warmup_iters"], float(plan.get("warmup_s", 0.0)), plan["max_iters"])
 
-        def timed(s: str, n: int, seed: int, audit: int) -> dict:
+        def timed(s: str, n: int, seed: int, audit: int, fresh: bool = False) -> dict:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
             # finishing deferred work there would show far more than the reference does.
             flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
+            if fresh:
+                # A fresh round: every call on an input no call saw before, written by the
+                # reference after the flush (the candidate's while it is stopped).
+                call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "n": n}, "prepared", lim["forward_timeout_s"])
             w = worker_for(s)
             cpu0 = cpu_of(s)
             t0 = time.monotonic()
-            w.send({"cmd": "round", "subject": s, "n": n, "seed": seed, "audit": audit})
-            self.expect(w, "done", t0 + deadline(s, n), f"a timed round of {s}")
+            w.send({"cmd": "round", "subject": s, "n": n, "seed": seed, "audit": audit, "fresh": fresh})
+            self.expect(w, "done", t0 + deadline(s, n), f"a {'fresh' if fresh else 'timed'} round of {s}")
             t1 = time.monotonic()
             return {"subject": s, "n": n, "wall_s": t1 - t0, "cpu_s": cpu_of(s) - cpu0, "audit": audit,
                     "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
-
-        def timed_fresh(s: str, n: int, seed: int, audit: int) -> dict:
-            """A fresh round: every call on an input no call saw before, written by the reference
-            (the candidate's while it is stopped) in batches as large as its memory allows."""
-            call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
-            wall = cpu = 0.0
-            for first in range(0, n, batch):
-                m = min(batch, n - first)
-                call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "first": first, "n": m}, "prepared",
-                     lim["forward_timeout_s"])
-                w = worker_for(s)
-                cpu0 = cpu_of(s)
-                t0 = time.monotonic()
-                w.send({"cmd": "round", "subject": s, "seed": seed, "first": first, "n": m, "audit": audit})
-                self.expect(w, "done", t0 + deadline(s, m), f"a fresh round of {s}")
-                wall += time.monotonic() - t0
-                cpu += cpu_of(s) - cpu0
-            return {"subject": s, "n": n, "wall_s": wall, "cpu_s": cpu, "audit": audit}
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}
@@ -679,10 +665,10 @@ class Supervisor:
         pair = [s for s in ("eager", "candidate") if s in subjects]
         for r in range(int(plan.get("fresh_rounds", 0))):
             for s in (pair if r % 2 == 0 else pair[::-1]):
-                n = max(1, min(batch, base_n[s]))
+                n = max(1, min(fresh_capacity, base_n[s]))
                 seed = rng.getrandbits(62)
                 k = rng.randrange(n)
-                rec = timed_fresh(s, n, seed, k)
+                rec = timed(s, n, seed, k, fresh=True)
                 rec["fresh_round"] = r
                 self.log.append(rec)
                 if s == "candidate":

@@ -48,7 +48,7 @@ EXPONENT_STEP = {
     "bfloat16": ("int16", 3 << 7),
 }
 FLOATS = tuple(EXPONENT_STEP)
-MAX_FRESH = 8192  # fresh inputs a round may ask for (rounds run at most 3 x max_iters_per_round)
+MAX_FRESH = 8192  # fresh inputs a round may hold (FreshInputs.SPREAD offsets tell them apart)
 POISON = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
           "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
 
@@ -702,7 +702,7 @@ def kept_for_audit(out, opwatch=None):
 
 
 class FreshInputs:
-    """A fresh input for every timed iteration, made just before its batch's clock starts.
+    """A fresh input for every iteration of a fresh round, made before the round's clock starts.
 
     The task's largest float input is scaled per element by factors in [0.5, 2), read from a
     different offset of one random table for each iteration of a round. So every element of
@@ -711,17 +711,15 @@ class FreshInputs:
     differed from the last in four elements) must compute all of it, and a cached output is
     wrong everywhere. The audited iterations' inputs are made again by the trusted reference.
 
-    A round runs in batches of as many iterations as `batch_bytes` of inputs allow (one, for a
-    16 MB input): the reference writes a batch's inputs into shared memory (a memfd every
-    worker maps), then the subject runs it. So each input is timed fresh from the cache, as if
-    the op before had just written it, not cold from memory; and the candidate's are written
-    while every candidate process is stopped, so nothing of it runs between their making and
-    its clock's start (made in its own process, they would exist untimed while its threads run).
-    The candidate's side only reads them (`fill=False`)."""
+    A fresh round's inputs are written by the trusted reference into shared memory (a memfd both
+    workers map), as many as `budget_bytes` holds, before the round's clock starts; the
+    candidate's while every candidate process is stopped, so nothing of it runs between their
+    making and its clock's start (made in its own process, they would exist untimed while its
+    threads run). The candidate's side only reads them (`fill=False`)."""
 
     SPREAD = 8192  # offsets into the factor table: more than any round's iterations
 
-    def __init__(self, args, batch_bytes: int, shared: int | None = None, fill: bool = True):
+    def __init__(self, args, budget_bytes: int, shared: int | None = None, fill: bool = True):
         import numpy as np
         import torch
 
@@ -736,7 +734,7 @@ class FreshInputs:
         self.target = max(floats, key=lambda i: self.args[i].numel())
         base = self.args[self.target]
         size = max(1, nbytes(base))
-        self.capacity = max(1, min(MAX_FRESH, batch_bytes // size))
+        self.capacity = max(1, min(MAX_FRESH, budget_bytes // size))
         if shared is None:
             shared = os.memfd_create("assay-fresh", os.MFD_CLOEXEC)
         self.pool = self._shared(shared, base, size)
@@ -773,9 +771,9 @@ class FreshInputs:
         at = self._offset(seed, j)
         return torch.mul(base, self.factors[at:at + base.numel()].view(base.shape), out=out)
 
-    def prepare(self, seed: int, first: int, n: int) -> list[list]:
-        """The argument lists of iterations first .. first + n - 1 of the round with this seed,
-        in the pool's first n slots (filled here unless this is the reading side)."""
+    def prepare(self, seed: int, n: int) -> list[list]:
+        """The argument lists of the n iterations of the round with this seed, in the pool's
+        first n slots (filled here unless this is the reading side)."""
         if self.target is None:
             return [self.args] * n
         if n > self.capacity:
@@ -783,7 +781,7 @@ class FreshInputs:
         sets = []
         for j in range(n):
             args = list(self.args)
-            args[self.target] = self._fill(self.pool[j], seed, first + j) if self.fill else self.pool[j]
+            args[self.target] = self._fill(self.pool[j], seed, j) if self.fill else self.pool[j]
             sets.append(args)
         return sets
 
@@ -798,8 +796,8 @@ class FreshInputs:
         return args
 
 
-def timed_batch(fn, sets: list[list], audit: int, opwatch=None):
-    """One call on each of a batch's fresh inputs (the fresh rounds)."""
+def timed_fresh_round(fn, sets: list[list], audit: int, opwatch=None):
+    """One call on each of a fresh round's inputs."""
     keep = None
     for i, args in enumerate(sets):
         out = fn(*args)
@@ -864,7 +862,7 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
     inputs = {"eager": fresh, "compiled": fresh, "copy": fresh, "for_candidate": fresh}
     perturb = Perturb(args, plan["perturb_elements"])
     flush = Flusher(plan["flush_mb"])
-    chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads(), fresh_batch=fresh.capacity)
+    chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads(), fresh_capacity=fresh.capacity)
     serve(chan, subjects, inputs, perturb, flush)
 
 
@@ -905,31 +903,28 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None) 
             flush()
             chan.event("flushed")
         elif op == "prepare":
-            # Trusted reference only: a batch's fresh inputs; the candidate's while every
+            # Trusted reference only: a fresh round's inputs; the candidate's while every
             # candidate process is stopped.
             subject = cmd["subject"]
-            made = inputs["for_candidate" if subject == "candidate" else subject].prepare(
-                int(cmd["seed"]), int(cmd["first"]), int(cmd["n"]))
+            made = inputs["for_candidate" if subject == "candidate" else subject].prepare(int(cmd["seed"]), int(cmd["n"]))
             if subject != "candidate":
                 ready = made
             chan.event("prepared")
         elif op == "round":
-            # A warm round on the task's own inputs, or ("first" given) a batch of a fresh round.
+            # A warm round on the task's own inputs, or a fresh round on what "prepare" made.
             # The supervisor's clock starts when it sends this and stops when "done" arrives.
             fn = subjects[cmd["subject"]]
             n, audit = int(cmd["n"]), int(cmd["audit"])
-            if "first" in cmd:
-                first = int(cmd["first"])
+            if cmd.get("fresh"):
                 source = inputs[cmd["subject"]]
                 if not source.fill:
-                    ready = source.prepare(int(cmd["seed"]), first, n)  # views of what the reference wrote
+                    ready = source.prepare(int(cmd["seed"]), n)  # views of what the reference wrote
                 if len(ready) != n:
                     _exit(5)
-                audit = audit - first if first <= audit < first + n else -1
             if opwatch is not None:
                 opwatch.arm()
-            if "first" in cmd:
-                out = timed_batch(fn, ready, audit, opwatch)
+            if cmd.get("fresh"):
+                out = timed_fresh_round(fn, ready, audit, opwatch)
             else:
                 use = perturb if cmd["subject"] != "copy" else None
                 out = timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), audit, opwatch)
