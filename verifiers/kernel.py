@@ -21,10 +21,14 @@ What it does, in order (each stage only if the previous ones passed, except wher
    holds the clock, stops the candidate's processes while a reference runs, and audits one
    timed iteration of every round against the eager Model's output for the same input.
    Each subject is warmed up for a time (not only a few calls) and its rounds sized from
-   calibration rounds of growing length. Then fresh rounds of eager and the candidate, every
-   call on an input no call saw before, written by the reference while the candidate is
-   stopped: the speedup credited is at most `fresh_slack` times the one they show, so a
-   candidate that keeps what it saw and recomputes only what changed gains next to nothing.
+   calibration rounds of growing length. Every call of these rounds sees one element of every
+   input row changed, so a candidate that keeps the last input and output and recomputes only
+   the rows that changed must recompute them all. Then fresh rounds of eager and the
+   candidate, every call on an input no call saw before, written by the reference while the
+   candidate is stopped: the speedup credited is at most `fresh_slack` times the one they
+   show (what survives of remembering inputs must survive that too). The audited outputs are
+   copied into memory made before the clock starts, so no subject's round pays page faults
+   the harness caused.
 
 Every check has its own name (see CHECK_ORDER); a failed one adds "name: why" to `reasons`.
 """
@@ -850,9 +854,10 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
     first = ref.runs[0]
     common = {"init_seed": ref.init_seed, "init_args": first["init_args"],
               "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors", "inputs": first["inputs"],
-              "perturb_elements": tm.perturb_elements, "fresh_input_mb": tm.fresh_input_mb, "flush_mb": tm.flush_mb}
+              "perturb_max_elements": tm.perturb_max_elements, "fresh_input_mb": tm.fresh_input_mb, "flush_mb": tm.flush_mb}
     ref_plan = {"role": "time-ref", "task": f"{rt.IN_TASK}/task.py", "copy_bytes": first["min_bytes"], **common}
-    cand_plan = {"role": "time-cand", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref), **common}
+    cand_plan = {"role": "time-cand", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref),
+                 "audit_slots": tm.rounds + tm.fresh_rounds, **common}
     (ws / "refhome" / "tmp").mkdir()
     ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TMPDIR=f"{rt.WORKDIR}/refhome/tmp",
                           TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
@@ -884,6 +889,10 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
         return result, res, time.monotonic()
     finally:
         sandbox.close()
+
+
+def _round_row(e: dict) -> list:
+    return [int(e["n"]), round(1e3 * float(e["wall_s"]), 3), round(1e3 * float(e["cpu_s"]), 3), int(e.get("faults", 0))]
 
 
 def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _TimingRun,
@@ -963,17 +972,21 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
         "timing_iterations": sum(int(e["n"]) for e in cand_rounds),
         "cpu_per_wall": {s: round(sum(float(e["cpu_s"]) for e in times[s][1])
                                   / max(sum(float(e["wall_s"]) for e in times[s][1]), 1e-9), 3) for s in times},
-        # Every timed round as [iterations, wall ms, CPU ms], for whoever audits the figures.
-        "rounds": {s: [[int(e["n"]), round(1e3 * float(e["wall_s"]), 3), round(1e3 * float(e["cpu_s"]), 3)]
-                       for e in times[s][1]] for s in times},
-        "rounds_fresh": {s: [[int(e["n"]), round(1e3 * float(e["wall_s"]), 3), round(1e3 * float(e["cpu_s"]), 3)]
-                             for e in log if e.get("subject") == s and e.get("fresh_round") is not None]
+        # Every timed round as [iterations, wall ms, CPU ms, page faults], for whoever audits
+        # the figures (a fault cost 17 us here: thousands of them are a round's time).
+        "rounds": {s: [_round_row(e) for e in times[s][1]] for s in times},
+        "rounds_fresh": {s: [_round_row(e) for e in log if e.get("subject") == s and e.get("fresh_round") is not None]
                          for s in ("eager", "candidate")},
         "timing_wall_s": round(res.duration_s, 3),
         "timing_phases_s": _phases(result.get("phase_s")),
     })
-    if t_cand < bound:
-        checks.fail("roofline", f"{t_cand * 1e3:.3f} ms per call is faster than copying the task's {min_bytes} bytes "
+    # The faster of the candidate's warm and fresh rounds: the fresh ones change no input around
+    # each call, so a candidate that does no work shows its bare time there.
+    t_fast, where = t_cand, "warm"
+    if fresh["candidate"] and statistics.median(fresh["candidate"]) < t_cand:
+        t_fast, where = statistics.median(fresh["candidate"]), "fresh"
+    if t_fast < bound:
+        checks.fail("roofline", f"{t_fast * 1e3:.3f} ms per call ({where} rounds) is faster than copying the task's {min_bytes} bytes "
                     f"({t_copy_task * 1e3:.3f} ms at {metrics['copy_bandwidth_gbs']} GB/s) allows, even with slack {crit.roofline.slack}")
     else:
         checks.ok("roofline", f"{metrics['candidate_bandwidth_gbs']} GB/s of {metrics['copy_bandwidth_gbs']} GB/s copy bandwidth")

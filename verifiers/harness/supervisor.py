@@ -71,6 +71,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / TICK  # utime + stime, all threads, kernel-accounted
 
 
+def minor_faults(pid: int) -> int:
+    f = stat_fields(pid)
+    return int(f[7]) if f else 0
+
+
 def cpu_ns(pid: int) -> int:
     """Nanoseconds on a CPU, summed over the process's live threads (schedstat: kernel-kept, fine-
     grained, and blind to how long the process waited for a CPU on a busy machine); falls back
@@ -611,6 +616,13 @@ class Supervisor:
         self.phase = "warm-up"
         for s in subjects:
             warm_up(lambda n, s=s: warm(s, n), plan["warmup_iters"], float(plan.get("warmup_s", 0.0)), plan["max_iters"])
+            # The audit copies' memory, made now so no timed round pays its page faults.
+            call(s, {"cmd": "copies", "subject": s}, "copies", lim["forward_timeout_s"])
+
+        def faults_of(subject: str) -> int:
+            if subject == "candidate":
+                return sum(minor_faults(p) for p in self.untrusted())
+            return minor_faults(ref.pid)
 
         def timed(s: str, n: int, seed: int, audit: int, fresh: bool = False) -> dict:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
@@ -621,13 +633,14 @@ class Supervisor:
                 # reference after the flush (the candidate's while it is stopped).
                 call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "n": n}, "prepared", lim["forward_timeout_s"])
             w = worker_for(s)
-            cpu0 = cpu_of(s)
+            faults0, cpu0 = faults_of(s), cpu_of(s)
             t0 = time.monotonic()
-            w.send({"cmd": "round", "subject": s, "n": n, "seed": seed, "audit": audit, "fresh": fresh})
+            # A fresh round's seed stays with the reference: the candidate reads what was written.
+            w.send({"cmd": "round", "subject": s, "n": n, "seed": 0 if fresh else seed, "audit": audit, "fresh": fresh})
             self.expect(w, "done", t0 + deadline(s, n), f"a {'fresh' if fresh else 'timed'} round of {s}")
             t1 = time.monotonic()
             return {"subject": s, "n": n, "wall_s": t1 - t0, "cpu_s": cpu_of(s) - cpu0, "audit": audit,
-                    "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
+                    "faults": faults_of(s) - faults0, "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}

@@ -625,11 +625,17 @@ def _type_name(obj) -> str:
 # ---------------------------------------------------------------------------- timing roles
 
 class Perturb:
-    """Scale a few input elements by 8 around each timed iteration (and put the exact bits back
-    after), so no two iterations see the same input: an output cached from an earlier call is
-    wrong, and the supervisor audits one iteration's output against the eager Model's."""
+    """Change one element in every row of the task's largest float input around each timed
+    iteration (scaled by 8, the exact bits put back after), so no two iterations see the same
+    input: an output cached from an earlier call is wrong, and the supervisor audits one
+    iteration's output per round against the eager Model's. Every row, not a few elements: a
+    candidate that kept the last input and output and recomputed only the rows that changed
+    (tests/verifiers/cheats/input_memo.py, a memcmp per row) was timed doing a compare while
+    four elements changed per call (3.1x eager on the warm rounds). A row is the input's last
+    dimension, or a block of numel / max_count elements where rows are shorter."""
 
-    def __init__(self, args, count: int):
+    def __init__(self, args, max_count: int):
+        import numpy as np
         import torch
 
         self.view = None
@@ -641,21 +647,22 @@ class Perturb:
         int_name, step = EXPONENT_STEP[dtype_name(target)]
         self.view = target.view(getattr(torch, int_name)).numpy().reshape(-1)
         self.step = self.view.dtype.type(step)
-        self.count = count
+        numel = self.view.size
+        last = target.shape[-1] if target.dim() >= 2 else 1  # a vector has no rows, only blocks
+        block = max(last, -(-numel // max(1, max_count)))
+        self.starts = np.arange(0, numel, block, dtype=np.int64)
+        self.width = np.minimum(block, numel - self.starts)
+        # Where in its row each row's element sits moves with the row, so no column is spared.
+        self.spread = (np.arange(self.starts.size, dtype=np.int64) * 2654435761) % self.width
 
-    def indices(self, seed: int, n: int):
-        import numpy as np
-
+    def indices(self, seed: int, i: int):
+        """The flat positions iteration i of the round with this seed changes, one per row."""
         if self.view is None:
             return None
-        numel = self.view.size
-        i = np.arange(n, dtype=np.uint64)
-        h = i * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
-        h ^= h >> np.uint64(31)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(29)
-        cols = np.arange(self.count, dtype=np.uint64) * np.uint64(2654435761)
-        return ((h[:, None] + cols[None, :]) % np.uint64(numel)).astype(np.int64)
+        h = (i * 0x9E3779B97F4A7C15 + seed) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ (h >> 31)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        h = (h ^ (h >> 29)) & 0x7FFFFFFF
+        return self.starts + (self.spread + h) % self.width
 
     def apply(self, idx):
         saved = self.view[idx]
@@ -666,22 +673,66 @@ class Perturb:
         self.view[idx] = saved
 
 
-def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int, opwatch=None):
-    """n calls on the task's own inputs, a few elements changed around each (the warm rounds)."""
-    idx = perturb.indices(seed, n) if perturb is not None else None
+def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int, opwatch=None, copies=None):
+    """n calls on the task's own inputs, one element of every row changed around each (the
+    warm rounds). The changed positions are worked out inside the clock, the same for all."""
     keep = None
     for i in range(n):
+        idx = perturb.indices(seed, i) if perturb is not None else None
         if idx is not None:
-            saved = perturb.apply(idx[i])
+            saved = perturb.apply(idx)
         out = fn(*args)
         if idx is not None:
-            perturb.restore(idx[i], saved)
+            perturb.restore(idx, saved)
         if i == audit:
-            keep = kept_for_audit(out, opwatch)
+            keep = kept_for_audit(out, opwatch, copies)
     return keep
 
 
-def kept_for_audit(out, opwatch=None):
+class AuditCopies:
+    """Where the audited calls' outputs are copied: buffers made and written before any round
+    is timed. A copy into new memory takes a page fault per 4 KiB page, and a fault cost about
+    17 us on this host (a 16 MB output: 70 ms, most of a round); copies the candidate keeps
+    also change how its allocator reuses memory between calls, so its own outputs faulted too
+    (4096 to 8500 faults a round against eager's few dozen, and the demo's softmax timed at
+    0.7-0.9x eager where it runs 1.5x in one process). Made ahead, a copy costs every subject
+    the same: the bytes. `slots` copies are kept (the candidate's, one per audited round); with
+    `reuse` one slot is overwritten each round (the reference's, which keeps none)."""
+
+    BUDGET = 2 << 30  # bytes of copies made ahead; past it, a copy is made when it is taken
+
+    def __init__(self, slots: int, reuse: bool = False):
+        self.slots, self.reuse = max(1, slots), reuse
+        self.bufs: list[list] | None = None
+        self.used = 0
+
+    def make(self, out) -> None:
+        """Buffers shaped like `out` (an untimed call's), every page written once."""
+        outs = outputs_of(out)
+        if self.bufs is not None or not outs or any(o.device.type != "cpu" for o in outs):
+            return
+        size = sum(nbytes(o) for o in outs)
+        count = max(1, min(self.slots, self.BUDGET // max(1, size)))
+        # The glances too: a small tensor kept between two large ones splits the heap's free
+        # space, and the next output no longer fits where the last one was (new pages again).
+        self.index = [glance_index(o.numel()) if o.is_contiguous() and o.numel() else None for o in outs]
+        self.bufs = [[(o.detach().new_zeros(o.shape), None if i is None else o.detach().new_zeros(len(i)))
+                      for o, i in zip(outs, self.index)] for _ in range(count)]
+
+    def take(self, outs: list):
+        """(copy, glance) buffers for the next audited output, or None where none fits (then a
+        plain clone)."""
+        if self.bufs is None or (self.used >= len(self.bufs) and not self.reuse):
+            return None
+        slot = self.bufs[self.used % len(self.bufs)]
+        if len(slot) != len(outs) or any(b.shape != o.shape or b.dtype != o.dtype or (g is None) != (o.numel() == 0 or not o.is_contiguous())
+                                         for (b, g), o in zip(slot, outs)):
+            return None
+        self.used += 1
+        return slot
+
+
+def kept_for_audit(out, opwatch=None, copies: AuditCopies | None = None):
     """An audited call's output, copied the moment it returns: work deferred to a thread or to
     the next (untimed) flush would finish later, and this copy would show the output unfinished."""
     if opwatch is not None:
@@ -691,8 +742,13 @@ def kept_for_audit(out, opwatch=None):
         # A glance first, from the far end: a thread still filling the output from its start
         # has not got there yet, so deferred work shows here even when it wins the race
         # against the full copy below.
-        glance = [glance_of(o) for o in outs]
-        keep = Copied([o.detach().clone() for o in outs])
+        into = copies.take(outs) if copies is not None else None
+        if into is None:
+            glance = [glance_of(o) for o in outs]
+            keep = Copied([o.detach().clone() for o in outs])
+        else:
+            glance = [None if g is None else glance_of(o, g, i) for (_, g), o, i in zip(into, outs, copies.index)]
+            keep = Copied([b.copy_(o.detach()) for (b, _), o in zip(into, outs)])
         keep.glance = glance
     else:
         keep = out
@@ -796,13 +852,13 @@ class FreshInputs:
         return args
 
 
-def timed_fresh_round(fn, sets: list[list], audit: int, opwatch=None):
+def timed_fresh_round(fn, sets: list[list], audit: int, opwatch=None, copies=None):
     """One call on each of a fresh round's inputs."""
     keep = None
     for i, args in enumerate(sets):
         out = fn(*args)
         if i == audit:
-            keep = kept_for_audit(out, opwatch)
+            keep = kept_for_audit(out, opwatch, copies)
     return keep
 
 
@@ -817,12 +873,15 @@ def glance_index(numel: int):
     return torch.arange(numel - 1, -1, -max(1, numel // GLANCE), dtype=torch.int64)
 
 
-def glance_of(o):
+def glance_of(o, out=None, index=None):
     import torch
 
     if not o.is_contiguous() or o.numel() == 0:
         return None
-    return torch.index_select(o.detach().view(-1), 0, glance_index(o.numel()))
+    index = glance_index(o.numel()) if index is None else index
+    if out is None:
+        return torch.index_select(o.detach().view(-1), 0, index)
+    return torch.index_select(o.detach().view(-1), 0, index, out=out)
 
 
 class Flusher:
@@ -860,7 +919,7 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
     # candidate run fresh rounds.
     fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"])
     inputs = {"eager": fresh, "compiled": fresh, "copy": fresh, "for_candidate": fresh}
-    perturb = Perturb(args, plan["perturb_elements"])
+    perturb = Perturb(args, plan["perturb_max_elements"])
     flush = Flusher(plan["flush_mb"])
     chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads(), fresh_capacity=fresh.capacity)
     serve(chan, subjects, inputs, perturb, flush)
@@ -876,16 +935,20 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
     model = construct(cls, plan["init_args"], plan["init_seed"], chan)
     args = load_inputs(plan["inputs_file"], plan["inputs"])
     fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"], fill=False)
-    perturb = Perturb(args, plan["perturb_elements"])
+    perturb = Perturb(args, plan["perturb_max_elements"])
     flush = Flusher(plan["flush_mb"])
     opwatch.take()
     chan.event("loaded")
-    serve(chan, {"candidate": model}, {"candidate": fresh}, perturb, flush, opwatch, integrity)
+    serve(chan, {"candidate": model}, {"candidate": fresh}, perturb, flush, opwatch, integrity,
+          slots=int(plan.get("audit_slots", 1)))
 
 
-def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None) -> None:
+def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None, slots: int = 1) -> None:
     kept = []  # the candidate's audited outputs, one per timed round
     ready: list[list] = []
+    # The candidate keeps its audited copies; the reference overwrites one per subject.
+    copies = {s: AuditCopies(slots, reuse=s != "candidate") for s in subjects}
+    last = {}
     while True:
         cmd = chan.command()
         op = cmd.get("cmd")
@@ -894,11 +957,19 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None) 
             args = inputs[cmd["subject"]].args
             if opwatch is not None:
                 opwatch.arm()
+            out = None
             for _ in range(int(cmd["n"])):
-                fn(*args)
+                out = fn(*args)
             if opwatch is not None:
                 opwatch.disarm()
+            last[cmd["subject"]] = out
             chan.event("warmed")
+        elif op == "copies":
+            # After warm-up, before any timed round: the audit copies' memory, shaped like the
+            # subject's last output.
+            if cmd["subject"] in last:
+                copies[cmd["subject"]].make(last.pop(cmd["subject"]))
+            chan.event("copies")
         elif op == "flush":
             flush()
             chan.event("flushed")
@@ -923,11 +994,12 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None) 
                     _exit(5)
             if opwatch is not None:
                 opwatch.arm()
+            into = copies[cmd["subject"]]
             if cmd.get("fresh"):
-                out = timed_fresh_round(fn, ready, audit, opwatch)
+                out = timed_fresh_round(fn, ready, audit, opwatch, into)
             else:
                 use = perturb if cmd["subject"] != "copy" else None
-                out = timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), audit, opwatch)
+                out = timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), audit, opwatch, into)
             if opwatch is not None:
                 opwatch.disarm()
             ready = []
@@ -943,12 +1015,12 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None) 
                     outs.append(fn(*inputs[cmd["subject"]].one(int(seed), int(k))))
                     continue
                 args = inputs[cmd["subject"]].args
-                idx = perturb.indices(int(seed), int(k) + 1) if perturb.view is not None else None
+                idx = perturb.indices(int(seed), int(k))
                 if idx is not None:
-                    saved = perturb.apply(idx[-1])
+                    saved = perturb.apply(idx)
                 outs.append(fn(*args))
                 if idx is not None:
-                    perturb.restore(idx[-1], saved)
+                    perturb.restore(idx, saved)
             _save_audits(cmd["path"], outs)
             chan.event("replayed")
         elif op == "finish":
