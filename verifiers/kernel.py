@@ -948,10 +948,8 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     speed_eager, speed_comp = t_eager / t_cand, t_comp / t_cand
     # On inputs no call saw before, eager against the candidate: the speedup credited is at most
     # fresh_slack times what they show (a candidate keeping what it saw is fast only on repeats).
-    fresh = {s: [float(e["wall_s"]) / int(e["n"]) for e in log if e.get("subject") == s
-                 and e.get("fresh_round") is not None and e.get("n")] for s in ("eager", "candidate")}
-    speed_fresh = (statistics.median(fresh["eager"]) / statistics.median(fresh["candidate"])
-                   if fresh["eager"] and fresh["candidate"] else float("nan"))
+    fresh = {s: median_per_iter(log, s, "fresh_round") for s in ("eager", "candidate")}
+    speed_fresh = fresh["eager"][0] / fresh["candidate"][0]  # NaN where either has none
     measured = speed_eager
     if not speed_fresh * tm.fresh_slack >= speed_eager:  # NaN: no fresh figure, no credit
         cap = speed_fresh * tm.fresh_slack if speed_fresh == speed_fresh else 0.0
@@ -975,16 +973,15 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
         # Every timed round as [iterations, wall ms, CPU ms, page faults], for whoever audits
         # the figures (a fault cost 17 us here: thousands of them are a round's time).
         "rounds": {s: [_round_row(e) for e in times[s][1]] for s in times},
-        "rounds_fresh": {s: [_round_row(e) for e in log if e.get("subject") == s and e.get("fresh_round") is not None]
-                         for s in ("eager", "candidate")},
+        "rounds_fresh": {s: [_round_row(e) for e in fresh[s][1]] for s in fresh},
         "timing_wall_s": round(res.duration_s, 3),
         "timing_phases_s": _phases(result.get("phase_s")),
     })
     # The faster of the candidate's warm and fresh rounds: the fresh ones change no input around
     # each call, so a candidate that does no work shows its bare time there.
     t_fast, where = t_cand, "warm"
-    if fresh["candidate"] and statistics.median(fresh["candidate"]) < t_cand:
-        t_fast, where = statistics.median(fresh["candidate"]), "fresh"
+    if fresh["candidate"][0] < t_cand:  # False for NaN
+        t_fast, where = fresh["candidate"][0], "fresh"
     if t_fast < bound:
         checks.fail("roofline", f"{t_fast * 1e3:.3f} ms per call ({where} rounds) is faster than copying the task's {min_bytes} bytes "
                     f"({t_copy_task * 1e3:.3f} ms at {metrics['copy_bandwidth_gbs']} GB/s) allows, even with slack {crit.roofline.slack}")

@@ -228,8 +228,10 @@ def _stderr(result: dict, who: str) -> str:
 
 # ------------------------------------------------------------------------------- timing
 
-def median_per_iter(log: list[dict], subject: str) -> tuple[float, list[dict]]:
-    rounds = [e for e in log if e.get("subject") == subject and e.get("round") is not None and e.get("n")]
+def median_per_iter(log: list[dict], subject: str, kind: str = "round") -> tuple[float, list[dict]]:
+    """A subject's median seconds per iteration over its timed rounds (kind "round") or its
+    fresh rounds ("fresh_round"), and those rounds."""
+    rounds = [e for e in log if e.get("subject") == subject and e.get(kind) is not None and e.get("n")]
     if not rounds:
         return float("nan"), []
     return statistics.median(float(e["wall_s"]) / int(e["n"]) for e in rounds), rounds
