@@ -51,7 +51,7 @@ class Timing(_Strict):
     max_iters_per_round: int = Field(ge=2)
     flush_mb: int = Field(ge=1)
     scaling_min: float = Field(gt=1)
-    perturb_max_elements: int = Field(ge=1)
+    perturb_max_elements: int = Field(ge=1, le=1 << 20)
     # Fresh rounds (eager's and the candidate's): every call on an input no call saw before,
     # made before the round in this much memory. The speedup credited is at most fresh_slack
     # times the one they show.

@@ -922,6 +922,7 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     _audit(ref, checks, run.ws, result, report)
 
     times = {s: median_per_iter(log, s) for s in ("eager", "compiled", "copy", "candidate")}
+    fresh = {s: median_per_iter(log, s, "fresh_round") for s in ("eager", "candidate")}
     t_eager, t_comp, t_copy, t_cand = (times[s][0] for s in ("eager", "compiled", "copy", "candidate"))
     problems = list(result.get("integrity") or [])
     ratio = scaling(times["candidate"][1], "cpu_s")
@@ -929,7 +930,8 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     if not ratio >= tm.scaling_min:
         problems.append(f"the candidate's CPU time does not follow its iteration count (3n/n = {ratio:.2f}, "
                         f"wall {wall_ratio:.2f}; need >= {tm.scaling_min})")
-    flush = {s: statistics.median([float(e.get("flush_cpu_s", 0)) for e in times[s][1]] or [0.0])
+    # Before warm and fresh rounds alike: work left for a fresh round's flush is work too.
+    flush = {s: statistics.median([float(e.get("flush_cpu_s", 0)) for e in times[s][1] + fresh[s][1]] or [0.0])
              for s in ("eager", "candidate")}
     if flush["candidate"] > 2 * flush["eager"] + 0.02:
         problems.append(f"the candidate burned {flush['candidate'] * 1e3:.1f} ms of CPU per untimed cache flush, "
@@ -948,7 +950,6 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     speed_eager, speed_comp = t_eager / t_cand, t_comp / t_cand
     # On inputs no call saw before, eager against the candidate: the speedup credited is at most
     # fresh_slack times what they show (a candidate keeping what it saw is fast only on repeats).
-    fresh = {s: median_per_iter(log, s, "fresh_round") for s in ("eager", "candidate")}
     speed_fresh = fresh["eager"][0] / fresh["candidate"][0]  # NaN where either has none
     measured = speed_eager
     if not speed_fresh * tm.fresh_slack >= speed_eager:  # NaN: no fresh figure, no credit

@@ -58,9 +58,16 @@ def test_the_next_round_is_new_and_the_audited_input_is_made_again_exactly():
     for a in first:
         for b in second:
             assert _blocks_unchanged(a, b) == 0
-    again = worker.FreshInputs([base.clone()], 64 << 20)  # the reference's own copy, a larger pool
-    for j in range(5):
-        assert torch.equal(again.one(seed=8, j=j)[0], second[j])
+    for j in range(5):  # the reference replays an audited iteration from its own table
+        assert torch.equal(fresh.one(seed=8, j=j)[0], second[j])
+
+
+def test_another_process_cannot_make_the_same_inputs_from_the_seed():
+    # The table is drawn afresh for each FreshInputs (a fixed seed let a candidate rebuild it and
+    # tell from a slot's values which offset the next one would use).
+    base = torch.randn(128, 512)
+    one, other = worker.FreshInputs([base], 2 << 20), worker.FreshInputs([base.clone()], 2 << 20)
+    assert _blocks_unchanged(one.one(seed=8, j=0)[0], other.one(seed=8, j=0)[0]) == 0
 
 
 def test_the_reading_side_sees_what_the_filling_side_wrote_through_one_memfd():
@@ -101,3 +108,20 @@ def test_inputs_without_a_float_tensor_are_passed_as_they_are():
     fresh = worker.FreshInputs([ids], 1 << 20)
     sets = fresh.prepare(seed=1, n=3)
     assert all(s[0] is ids for s in sets)
+
+
+def test_every_warm_call_changes_one_element_of_every_row_each_at_its_own_place():
+    import numpy as np
+
+    x = torch.randn(512, 256)
+    before = x.clone()
+    p = worker.Perturb([torch.randn(8), x], max_count=8192)  # the largest float input is varied
+    a, b = p.indices(seed=5, i=0), p.indices(seed=5, i=1)
+    assert (a // 256 == np.arange(512)).all() and (b // 256 == np.arange(512)).all()
+    # No shared shift from one call to the next: one row's change tells nothing of another's.
+    assert len(set(((b - a) % 256).tolist())) > 100
+    assert (p.indices(seed=5, i=0) == a).all()  # the reference's replay finds the same places
+    saved = p.apply(a)
+    assert int((x != before).all(dim=1).sum()) == 0 and int((x != before).any(dim=1).sum()) == 512
+    p.restore(a, saved)
+    assert torch.equal(x.view(torch.int32), before.view(torch.int32))
