@@ -720,6 +720,7 @@ class AuditCopies:
     def __init__(self, slots: int, reuse: bool = False):
         self.slots, self.reuse = max(1, slots), reuse
         self.bufs: list[list] | None = None
+        self.index: list | None = None  # each output's glance positions, set with bufs
         self.used = 0
 
     def make(self, out) -> None:
@@ -897,8 +898,6 @@ def glance_of(o, out=None, index=None):
     if not o.is_contiguous() or o.numel() == 0:
         return None
     index = glance_index(o.numel()) if index is None else index
-    if out is None:
-        return torch.index_select(o.detach().view(-1), 0, index)
     return torch.index_select(o.detach().view(-1), 0, index, out=out)
 
 
