@@ -71,6 +71,9 @@ CPP_DYNAMIC = [
     (r"#\s*define\s+\w+(\([^)]*\))?[^\n]*::", "defines a macro over a namespace ({0})"),
     (r"\b(__asm__|asm)\s*(volatile\s*)?\(", "inline assembly ({0})"),
     (r"\bPy(Run|Eval|Import|Object_Call|Object_GetAttr)\w*", "calls back into Python ({0})"),
+    # The harness's frames and locals are the interpreter's state (tests/verifiers/cheats/audit_peek.py).
+    (r"\b_?Py(Frame|ThreadState|InterpreterState|Code|GC|Traceback|Sys|Gen|Dict_GetItem)\w*|\b_PyRuntime\b",
+     "reads the interpreter's state ({0})"),
 ]
 CPP_SYSTEM = [
     (r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b|\bclone\s*\(", "starts a thread ({0})"),
@@ -81,6 +84,9 @@ CPP_SYSTEM = [
     (r"\b(socket|connect|bind|listen|accept|getaddrinfo)\s*\(", "network access ({0})"),
     (r"\b(fopen|freopen|opendir|readdir|std\s*::\s*ifstream|std\s*::\s*ofstream|std\s*::\s*filesystem)\b",
      "file access ({0})"),
+    # The harness's channels share the process (worker.AuditLine).
+    (r"\b(tee|splice|vmsplice|dup[23]?|open(at)?(64)?|creat|fdopen|socketpair|pipe2?|prctl|timer_create|mq_notify|"
+     r"aio_\w+|lio_listio)\s*\(", "descriptor or thread control ({0})"),
 ]
 
 

@@ -44,6 +44,19 @@ LIBC = {
     "exit": "ends the process", "quick_exit": "ends the process", "socket": "opens sockets",
     "connect": "opens connections", "syscall": "makes raw system calls", "ptrace": "traces processes",
     "process_vm_readv": "reads other processes' memory", "process_vm_writev": "writes other processes' memory",
+    # Descriptors and threads of libc's own: the harness's channels share the process (see
+    # worker.AuditLine), so a kernel has no business reading a pipe without taking (tee), moving
+    # data between descriptors, copying or replacing one, opening one again through /proc, or
+    # having libc call it back on a thread (timers, asynchronous I/O) after it returned.
+    "tee": "reads pipes without taking", "splice": "moves data between descriptors",
+    "vmsplice": "moves data into pipes", "dup": "copies file descriptors", "dup2": "replaces file descriptors",
+    "dup3": "replaces file descriptors", "open": "opens files", "open64": "opens files", "openat": "opens files",
+    "openat64": "opens files", "__open_2": "opens files", "__open64_2": "opens files", "__openat_2": "opens files",
+    "creat": "opens files", "creat64": "opens files", "fopen": "opens files", "fopen64": "opens files",
+    "freopen": "opens files", "fdopen": "opens files", "socketpair": "opens sockets", "pipe": "opens pipes",
+    "pipe2": "opens pipes", "timer_create": "runs code on a thread of its own", "mq_notify": "runs code on a thread of its own",
+    "aio_read": "runs work after return", "aio_write": "runs work after return", "aio_read64": "runs work after return",
+    "aio_write64": "runs work after return", "lio_listio": "runs work after return", "prctl": "changes the process's attributes",
 }
 
 # Namespaces of C++ symbols a candidate may take from torch's libraries (still judged by the
