@@ -40,6 +40,7 @@ import contextlib
 import hashlib
 import importlib
 import json
+import math
 import os
 import random
 import secrets
@@ -857,7 +858,7 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
               "perturb_max_elements": tm.perturb_max_elements, "fresh_input_mb": tm.fresh_input_mb, "flush_mb": tm.flush_mb}
     ref_plan = {"role": "time-ref", "task": f"{rt.IN_TASK}/task.py", "copy_bytes": first["min_bytes"], **common}
     cand_plan = {"role": "time-cand", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref),
-                 "audit_slots": tm.rounds + tm.fresh_rounds, **common}
+                 **common}
     (ws / "refhome" / "tmp").mkdir()
     ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TMPDIR=f"{rt.WORKDIR}/refhome/tmp",
                           TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
@@ -871,6 +872,8 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
         "rounds": tm.rounds, "fresh_rounds": tm.fresh_rounds, "target_round_s": tm.target_round_s, "max_iters": tm.max_iters_per_round,
         "warmup_iters": tm.warmup_iters, "warmup_s": tm.warmup_s, "limits": _limits(crit), "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(),
         "audit_candidate": f"{rt.WORKDIR}/audit/candidate.safetensors",
+        # The most one audited call's outputs may take (the supervisor reads at most this).
+        "audit_max_bytes": _audit_frame_bytes(ref),
         "audit_reference": f"{rt.WORKDIR}/audit-ref/reference.safetensors",
         "gate": f"{rt.WORKDIR}/gate", "gate_timeout_s": gate_s,
         "ext_seed": f"{rt.WORKDIR}/ext-seed", "ext_dir": f"{rt.WORKDIR}/ext",
@@ -925,11 +928,21 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     fresh = {s: median_per_iter(log, s, "fresh_round") for s in ("eager", "candidate")}
     t_eager, t_comp, t_copy, t_cand = (times[s][0] for s in ("eager", "compiled", "copy", "candidate"))
     problems = list(result.get("integrity") or [])
+    threads = result.get("reference_threads")
+    share = cpu_share(log, threads)
+    contended = share is not None and share < tm.min_cpu_share
     ratio = scaling(times["candidate"][1], "cpu_s")
     wall_ratio = scaling(times["candidate"][1], "wall_s")
+    unscaled = None
     if not ratio >= tm.scaling_min:
-        problems.append(f"the candidate's CPU time does not follow its iteration count (3n/n = {ratio:.2f}, "
-                        f"wall {wall_ratio:.2f}; need >= {tm.scaling_min})")
+        unscaled = (f"the candidate's CPU time does not follow its iteration count (3n/n = {ratio:.2f}, "
+                    f"wall {wall_ratio:.2f}; need >= {tm.scaling_min})")
+        # On a busy machine an honest kernel's short rounds pay for the neighbours' cache misses
+        # and migrations too (seen in CI: 3n/n under 2 for slow_honest beside two spinners), so
+        # the ratio cannot tell work per round from noise there: the verdict still fails, on
+        # speed, as inconclusive, instead of naming a cheat the figures do not show.
+        if not contended:
+            problems.append(unscaled)
     # Before warm and fresh rounds alike: work left for a fresh round's flush is work too.
     flush = {s: statistics.median([float(e.get("flush_cpu_s", 0)) for e in times[s][1] + fresh[s][1]] or [0.0])
              for s in ("eager", "candidate")}
@@ -975,7 +988,12 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
         # the figures (a fault cost 17 us here: thousands of them are a round's time).
         "rounds": {s: [_round_row(e) for e in times[s][1]] for s in times},
         "rounds_fresh": {s: [_round_row(e) for e in fresh[s][1]] for s in fresh},
+        # The calibration rounds that sized them (their pace sets each subject's n).
+        "rounds_calibration": {s: [_round_row(e) for e in log if e.get("subject") == s and "n" in e
+                                   and e.get("round") is None and e.get("fresh_round") is None] for s in times},
         "timing_wall_s": round(res.duration_s, 3),
+        # Each audited call's [stopping, reading, resuming] ms (the supervisor reads its output).
+        "audit_read_ms": result.get("audit_read_ms"),
         "timing_phases_s": _phases(result.get("phase_s")),
     })
     # The faster of the candidate's warm and fresh rounds: the fresh ones change no input around
@@ -993,17 +1011,18 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     if speed_eager < measured:
         detail += (f"; measured {measured:.3f}x eager, but {speed_fresh:.3f}x on inputs no call saw before: "
                    f"credited at most {tm.fresh_slack}x that")
-    threads = result.get("reference_threads")
-    share = cpu_share(log, threads)
     metrics["reference_cpu_share"] = None if share is None else round(share, 3)
-    metrics["timing_contended"] = share is not None and share < tm.min_cpu_share
-    if metrics["timing_contended"]:
+    metrics["timing_contended"] = contended
+    passed = speed_eager >= need and not (contended and unscaled)
+    if contended:
         # Every subject ran slower, and not alike (OpenMP teams wait for their descheduled
         # threads), so the figure says more about the neighbours than about the candidate.
         busy = f"the reference got {share:.0%} of the {threads} CPUs it ran on, need {tm.min_cpu_share:.0%}"
+        if unscaled:
+            busy += f"; {unscaled}"
         detail += (f"; inconclusive: the machine was too busy to time ({busy}): verify again when it is quieter"
-                   if speed_eager < need else f"; taken on a busy machine ({busy})")
-    checks.set("speed", speed_eager >= need, detail)
+                   if not passed else f"; taken on a busy machine ({busy})")
+    checks.set("speed", passed, detail)
 
 
 def _phases(found) -> dict[str, float]:
@@ -1022,41 +1041,67 @@ def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: di
     if not isinstance(audits, list) or not audits or not all(isinstance(a, dict) for a in audits):
         checks.fail("consistent_when_timed", "no timed iteration was audited")
         return
-    limit = (sum(_nbytes(o) for o in ref.runs[0]["outputs"]) * 2 + (1 << 20)) * len(audits)
+    limit = _audit_frame_bytes(ref) * len(audits)
     want = load_tensors(ws / "audit-ref", "reference.safetensors", limit)
     if want is None:
         checks.fail("timing_integrity", "the reference's audit output is missing (was its folder replaced?)")
         return
-    if report.get("audit_saved") != "saved":
-        checks.fail("consistent_when_timed", f"an audited timed call returned no plain tensor ({report.get('audit_saved')})")
+    # Read by the supervisor from the candidate's memory at the audited calls (worker.AuditLine).
+    if result.get("audit_saved") != "saved":
+        checks.fail("consistent_when_timed", f"an audited timed call returned no plain tensor ({result.get('audit_saved')})")
         return
     got = load_tensors(ws / "audit", "candidate.safetensors", limit)
-    if got is None or {k for k in got if "_out_" in k} != set(want):
+    layouts = result.get("audit_layout")
+    if got is None or set(got) != set(want) or not isinstance(layouts, list) or len(layouts) != len(audits):
         checks.fail("consistent_when_timed", "the audited timed outputs are missing or malformed")
         return
     for i, audit in enumerate(audits):
         where = f"timed iteration {audit.get('index')} of round {audit.get('round')}"
-        for key in sorted(k for k in want if k.startswith(f"a{i}_")):
-            ok, why, _ = compare(got[key], want[key], ref.criteria)
+        keys = sorted((k for k in want if k.startswith(f"a{i}_")), key=lambda k: int(k.rsplit("_", 1)[1]))
+        if not isinstance(layouts[i], list) or len(layouts[i]) != len(keys):
+            checks.fail("consistent_when_timed", f"{where} returned {len(layouts[i]) if isinstance(layouts[i], list) else 'no'} "
+                        f"outputs, eager {len(keys)}")
+            return
+        for key, layout in zip(keys, layouts[i]):
+            out = _rebuild(got[key], layout)
+            if isinstance(out, str):
+                checks.fail("consistent_when_timed", f"{where} returned an output the audit cannot read: {out}")
+                return
+            ok, why, _ = compare(out, want[key], ref.criteria)
             if not ok:
                 checks.fail("consistent_when_timed", f"{where} returned a wrong output: {why}")
                 return
-            glance = got.get(key.replace("_out_", "_glance_"))
-            if glance is not None and want[key].is_contiguous():
-                flat = want[key].reshape(-1)
-                ok, why, _ = compare(glance, flat[_glance_index(flat.numel())], ref.criteria)
-                if not ok:
-                    checks.fail("consistent_when_timed", f"{where}: the output read the moment forward returned "
-                                f"differs from eager ({why}); it was finished after forward returned")
-                    return
-    checks.ok("consistent_when_timed", f"one timed iteration in each of {len(audits)} rounds matches eager")
+    checks.ok("consistent_when_timed", f"one timed iteration in each of {len(audits)} rounds matches eager, "
+              "read from the candidate's memory as its call returned")
 
 
-def _glance_index(numel: int):
-    """The harness's glance_index (worker.py): about 4096 elements, last first."""
+def _rebuild(raw, layout):
+    """An output from the bytes the supervisor read and its [dtype, shape, strides]; or why not."""
     import torch
 
-    return torch.arange(numel - 1, -1, -max(1, numel // 4096), dtype=torch.int64)
+    try:
+        name, shape, strides = layout
+        dtype = getattr(torch, str(name), None)
+        if not isinstance(dtype, torch.dtype):
+            return f"dtype {str(name)[:32]!r}"
+        if not (isinstance(shape, list) and isinstance(strides, list) and len(shape) == len(strides)
+                and all(isinstance(v, int) and v >= 0 for v in shape + strides)):
+            return "a malformed layout"
+        item = torch.empty(0, dtype=dtype).element_size()
+        numel = math.prod(shape)
+        span = 0 if numel == 0 else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+        if raw.dtype != torch.uint8 or raw.dim() != 1 or raw.numel() != span * item:
+            return "its size does not follow its shape and strides"
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype)
+        flat = raw.clone().view(dtype)
+        return torch.as_strided(flat, shape, strides)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        return f"a malformed layout ({type(exc).__name__})"
+
+
+def _audit_frame_bytes(ref: ReferenceRun) -> int:
+    return sum(_nbytes(o) for o in ref.runs[0]["outputs"]) * 2 + (1 << 20)
 
 
 def report_json(report: KernelReport) -> str:

@@ -212,7 +212,7 @@ def judge_lifecycle(checks: Checks, result: dict | None, res, stage: str) -> boo
     if why in KILL_WORDS:
         checks.fail("within_limits", f"{KILL_WORDS[why]} during {phase}: {detail}")
         return False
-    checks.fail("harness_integrity", f"the verifier's pipe was tampered with during {phase}: {detail}")
+    checks.fail("harness_integrity", f"the verifier's channel was tampered with during {phase}: {detail}")
     return False
 
 

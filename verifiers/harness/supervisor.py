@@ -100,6 +100,40 @@ def state(pid: int) -> str:
     return f[0] if f else "gone"
 
 
+def stop_and_wait(pids: set[int], limit_s: float = 0.2) -> bool:
+    """SIGSTOP these processes and wait until every thread of them is stopped (the signal is
+    taken when each is next scheduled); False if some still ran at the limit."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        running = False
+        for pid in pids:
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                        raw = fh.read()
+                except OSError:
+                    continue
+                if raw[raw.rfind(b")") + 2:][:1] not in (b"T", b"t", b"Z", b"X"):
+                    running = True
+        if not running:
+            return True
+        time.sleep(0.0002)
+    return False
+
+
+def resume(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
 def nice(pid: int) -> int | None:
     f = stat_fields(pid)
     return int(f[16]) if f else None
@@ -176,12 +210,19 @@ def calibrate(timed, target_s: float, max_iters: int, max_rounds: int = 8) -> fl
     one fills a quarter of `target_s` (at least two rounds), and the least time per iteration among
     them. A shared machine only ever adds time, and one call it slows (a timeslice, a page fault
     burst) weighs on a single-call round in full, but on a long round only a little: two
-    single-call rounds once sized a 1.2 ms candidate's rounds for 50 ms calls (2 iterations)."""
+    single-call rounds once sized a 1.2 ms candidate's rounds for 50 ms calls (2 iterations).
+    It also goes on while the pace is unsettled: better than the best so far by more than a
+    fifth, or worse than it by half. A subject's first rounds after its warm-up were seen taking
+    4000-8000 page faults (73 ms for one 1.4 ms call, 27 ms for two; or 2.3 ms for one, then 26
+    ms for two), which ended the search after two rounds and sized every round at 3 to 44 calls
+    where 70 fit, so a round's fixed costs (the cache flush's aftermath, reading the audited
+    output) weighed more."""
     best, n = float("inf"), 1
     for k in range(max_rounds):
         wall = timed(n)
+        settled = 0.8 * best <= wall / n <= 1.5 * best
         best = min(best, wall / n)
-        if n >= max_iters or (k >= 1 and wall >= target_s / 4):
+        if n >= max_iters or (k >= 1 and wall >= target_s / 4 and settled):
             break
         n = min(max_iters, 2 * n)
     return best
@@ -199,11 +240,206 @@ class Stop(Exception):
         self.who = who
 
 
+# ------------------------------------------------------------------------- audit line
+
+MAX_REPORT = 1 << 16
+DTYPE_NAME = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+class AuditLine:
+    """The supervisor's end of a worker's audit line (worker.AuditLine): after each call of a
+    timed round the worker reports where its output lies and waits; for the round's audited call
+    the supervisor stops the worker's processes and reads those bytes from /proc/<pid>/mem (opened
+    when the worker started, before any candidate code ran) before it answers. A socket, not a
+    pipe: a pipe can be read without taking (tee) and opened again through /proc; a socket can be
+    neither. The answer is the same byte whether or not the call was read."""
+
+    def __init__(self, cap: int, who: str):
+        import socket
+
+        self.who = who
+        line, self._child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.line = line.detach()
+        os.set_blocking(self.line, False)
+        self.links = {f"socket:[{os.fstat(self._child.fileno()).st_ino}]": "line"}
+        self.cap = cap
+        self.mem: int | None = None
+        self.buf = bytearray()
+        self.audit = -1  # this round's audited call, while a round runs
+        self.calls: int | None = None
+        self.reported = 0
+        self.read_out: tuple[list, list[bytes]] | str | None = None  # what the audited call's report led to
+        self.read_ms: list[list[float]] = []
+        self.held_s = 0.0
+        self.scratch = bytearray(cap)  # zero-filled: every page written now
+
+    def child_end(self) -> int:
+        return self._child.fileno()
+
+    def attach(self, pid: int) -> None:
+        """Open the worker's memory now, while it is still only the harness (it waits for its
+        plan). Right after exec the new process is briefly not dumpable (its memory inherits
+        this nondumpable supervisor's flag until exec sets its own), so the open is retried."""
+        end = time.monotonic() + 5.0
+        while True:
+            try:
+                self.mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+                break
+            except PermissionError:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.001)
+        self._child.close()
+
+    def start_round(self, n: int, audit: int) -> None:
+        self.calls, self.audit, self.reported, self.read_out = n, audit, 0, None
+        self.held_s = 0.0  # how long this round's subject was held still for the read
+
+    def end_round(self) -> int:
+        """The reports the round made (one per call)."""
+        self.calls = None
+        return self.reported
+
+    def answer(self, stop_all, resume_all) -> bool:
+        """Take every report waiting on the line; read the audited call's output (with the
+        worker's processes stopped by `stop_all`), then answer. False once the line is closed."""
+        try:
+            data = os.read(self.line, MAX_REPORT)
+        except BlockingIOError:
+            return True
+        except OSError as exc:
+            raise Stop("protocol", f"the audit line failed: {exc.strerror}", self.who) from None
+        if not data:
+            return False
+        if self.calls is None:
+            raise Stop("protocol", "something came on the audit line outside a timed round", self.who)
+        self.buf += data
+        if len(self.buf) > MAX_REPORT:
+            raise Stop("protocol", "an oversized report on the audit line", self.who)
+        if not self.buf.startswith(b"{"):
+            raise Stop("protocol", "something other than reports came on the audit line", self.who)
+        while b"\n" in self.buf:
+            line, _, rest = bytes(self.buf).partition(b"\n")
+            self.buf = bytearray(rest)
+            if self.reported >= self.calls:
+                raise Stop("protocol", f"{self.reported + 1} reports on the audit line in a round of {self.calls} calls", self.who)
+            if self.reported == self.audit:
+                t0 = time.monotonic()
+                stopped = stop_all()
+                t1 = time.monotonic()
+                try:
+                    self.read_out = self._read(line)
+                finally:
+                    t2 = time.monotonic()
+                    resume_all()
+                    t3 = time.monotonic()
+                    # Only from when every thread was seen stopped: before that they still ran.
+                    self.held_s += (t3 - t1) if stopped else 0.0
+                    # [stopping, reading, resuming] in ms, for whoever audits the timing.
+                    self.read_ms.append([round(1e3 * (t1 - t0), 3), round(1e3 * (t2 - t1), 3),
+                                         round(1e3 * (t3 - t2), 3)])
+            self.reported += 1
+            try:
+                os.write(self.line, b"\0")
+            except OSError as exc:
+                raise Stop("protocol", f"the audit line failed: {exc.strerror}", self.who) from None
+        return True
+
+    def _read(self, line: bytes):
+        """The outputs a report names, read from the worker's memory: (layouts, bytes), or why not."""
+        try:
+            desc = json.loads(line)
+        except (ValueError, RecursionError):
+            raise Stop("protocol", "a malformed report on the audit line", self.who) from None
+        if isinstance(desc, dict) and set(desc) == {"error"} and isinstance(desc["error"], str):
+            return desc["error"][:200]
+        layouts = report_layouts(desc, self.cap)
+        if layouts is None:
+            raise Stop("protocol", "a malformed report on the audit line", self.who)
+        if self.mem is None:
+            raise Stop("harness", "the worker's memory was not opened", "verifier")
+        # Into memory made and written before the rounds (new memory is a page fault per 4 KiB,
+        # 12-17 us each on this VM: 49 ms for a 16 MB output where the read itself takes 5);
+        # the bytes are kept after the round, outside its clock (keep()).
+        spans, at = [], 0
+        for ptr, size, *_ in desc["outs"]:
+            view = memoryview(self.scratch)[at:at + size]
+            try:
+                got = os.preadv(self.mem, [view], ptr) if size else 0
+            except OSError as exc:
+                return f"its memory could not be read at the address reported ({exc.strerror})"
+            if got != size:
+                return "its memory could not be read at the address reported (short read)"
+            spans.append((at, size))
+            at += size
+        return layouts, spans
+
+    def keep(self):
+        """The audited call's outputs as bytes of their own (the scratch is reused next round)."""
+        got = self.read_out
+        if isinstance(got, tuple):
+            layouts, spans = got
+            return layouts, [bytes(memoryview(self.scratch)[at:at + size]) for at, size in spans]
+        return got
+
+
+def report_layouts(desc, cap: int) -> list | None:
+    """[dtype, shape, strides] of each output a well-formed report names; None for anything else."""
+    outs = desc.get("outs") if isinstance(desc, dict) and set(desc) == {"outs"} else None
+    if not isinstance(outs, list) or not 0 < len(outs) <= 256:
+        return None
+    total, layouts = 0, []
+    for o in outs:
+        if not (isinstance(o, list) and len(o) == 6):
+            return None
+        ptr, size, dtype, item, shape, strides = o
+        ints = [ptr, size, item, *(shape if isinstance(shape, list) else [None]), *(strides if isinstance(strides, list) else [None])]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < (1 << 62) for v in ints):
+            return None
+        if not (isinstance(dtype, str) and 0 < len(dtype) <= 32 and set(dtype) <= DTYPE_NAME and 1 <= item <= 16
+                and len(shape) == len(strides) <= 64):
+            return None
+        numel = math.prod(shape)
+        span = 0 if numel == 0 else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+        total += size
+        if size != span * item or total > cap:
+            return None
+        layouts.append([dtype, shape, strides])
+    return layouts
+
+
+def write_safetensors(path: str, tensors: list[tuple[str, str, list, bytes]]) -> None:
+    """A safetensors file (8-byte header length, JSON header, data) in a folder made afresh: the
+    candidate could have put a link where it was."""
+    folder = os.path.dirname(path)
+    with contextlib.suppress(FileNotFoundError):
+        # Whatever is there (a link, a FIFO, a folder it cannot be emptied of) is moved aside;
+        # renaming a link moves the link, not what it points at.
+        os.rename(folder, f"{folder}.replaced-{os.getpid()}-{time.monotonic_ns()}")
+    os.mkdir(folder, 0o755)
+    header, offset = {}, 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head)
+        for *_, data in tensors:
+            f.write(data)
+
+
 class Worker:
     """One child process: its command pipe (stdin), event pipe, and capped stdout/stderr."""
 
-    def __init__(self, name: str, spec: dict, trusted: bool, output_cap: int, fds: tuple[int, ...] = ()):
+    def __init__(self, name: str, spec: dict, trusted: bool, output_cap: int, fds: tuple[int, ...] = (),
+                 audit: AuditLine | None = None):
         self.name, self.trusted, self.output_cap = name, trusted, output_cap
+        self.audit = audit
+        if audit is not None:
+            spec["plan"]["line_fd"] = audit.child_end()
+            fds = (*fds, audit.child_end())
         # The event pipe's write end is handed to the worker; its number goes last on argv.
         self.events, write_fd = os.pipe()
         self.proc = subprocess.Popen(
@@ -213,10 +449,16 @@ class Worker:
         )
         os.close(write_fd)
         self.pid = self.proc.pid
+        if audit is not None:
+            audit.attach(self.pid)
+        # How this worker's processes are held still while its audited output is read.
+        self.stop_all = lambda: stop_and_wait({self.pid})
+        self.resume_all = lambda: resume({self.pid})
         self.buf = b""
         self.out = {self.proc.stdout.fileno(): bytearray(), self.proc.stderr.fileno(): bytearray()}
         self.open = set(self.out) | {self.events}
         self.output_total = 0
+        self.audit_closed = False
         self.exit: dict | None = None
 
     def send(self, obj: dict) -> None:
@@ -252,6 +494,7 @@ class Supervisor:
         self.peak_procs = 0
         self.stopped = False
         self.gate_open = False
+        self._watched = 0.0
 
     @property
     def phase(self) -> str:
@@ -267,9 +510,9 @@ class Supervisor:
     def untrusted(self) -> set[int]:
         return pids() - self.trusted
 
-    def spawn(self, name: str, spec: dict, trusted: bool, fds: tuple[int, ...] = ()) -> Worker:
+    def spawn(self, name: str, spec: dict, trusted: bool, fds: tuple[int, ...] = (), audit: AuditLine | None = None) -> Worker:
         cap = (1 << 20) if trusted else self.limits["output_bytes"]
-        w = Worker(name, spec, trusted, cap, fds)
+        w = Worker(name, spec, trusted, cap, fds, audit)
         if trusted:
             self.trusted.add(w.pid)
         self.workers[name] = w
@@ -330,9 +573,15 @@ class Supervisor:
 
     # -- events -----------------------------------------------------------------------
     def pump(self, w: Worker, timeout: float) -> None:
-        """Read what the worker wrote (events, stdout, stderr) for up to `timeout` seconds."""
-        ready, _, _ = select.select(list(w.open), [], [], max(0.0, timeout))
+        """Read what the worker wrote (events, stdout, stderr, audited outputs) and answer its audit
+        asks, for up to `timeout` seconds."""
+        audit = [w.audit.line] if w.audit is not None and not w.audit_closed else []
+        ready, _, _ = select.select(list(w.open) + audit, [], [], max(0.0, timeout))
         for fd in ready:
+            if audit and fd == audit[0]:
+                if not w.audit.answer(w.stop_all, w.resume_all):
+                    w.audit_closed = True
+                continue
             try:
                 data = os.read(fd, 1 << 16)
             except OSError:
@@ -376,9 +625,13 @@ class Supervisor:
             now = time.monotonic()
             if now >= deadline:
                 raise Stop("timeout", f"{w.name} did not finish {what} in time", w.name)
-            if not w.trusted:
-                self.watch_limits()
-            self.gate_word()
+            # At most every POLL_S, not at every wake: in a timed round the worker wakes this loop
+            # once per call (its audit report), and the watchers read /proc.
+            if now - self._watched >= POLL_S:
+                self._watched = now
+                if not w.trusted:
+                    self.watch_limits()
+                self.gate_word()
             self.pump(w, min(POLL_S, deadline - now))
 
     def expect(self, w: Worker, kind: str, deadline: float, what: str) -> dict:
@@ -532,7 +785,9 @@ class Supervisor:
         fresh_fd = os.memfd_create("assay-fresh-inputs", os.MFD_CLOEXEC)
         for spec in (plan["reference"], plan["candidate"]):
             spec["plan"]["fresh_fd"] = fresh_fd
-        ref = self.spawn("reference", plan["reference"], trusted=True, fds=(fresh_fd,))
+        # Each worker's audit sockets (worker.AuditLine). The reference's outputs are sent and
+        # dropped: the same cost as the candidate's, which are kept here, out of its reach.
+        ref = self.spawn("reference", plan["reference"], trusted=True, fds=(fresh_fd,), audit=AuditLine(int(plan["audit_max_bytes"]), "verifier"))
         loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
         result["copy_bytes"] = loaded.get("copy_bytes")
         result["reference_threads"] = loaded.get("threads")
@@ -553,7 +808,8 @@ class Supervisor:
             if os.path.isdir(plan["ext_seed"]):
                 shutil.copytree(plan["ext_seed"], plan["ext_dir"], symlinks=True, dirs_exist_ok=True)
         self.phase = "import"
-        cand = self.spawn("candidate", plan["candidate"], trusted=False, fds=(fresh_fd,))
+        cand = self.spawn("candidate", plan["candidate"], trusted=False, fds=(fresh_fd,),
+                          audit=AuditLine(int(plan["audit_max_bytes"]), "candidate"))
         os.close(fresh_fd)
         self.expect(cand, "loaded", time.monotonic() + lim["import_timeout_s"], "importing the candidate")
 
@@ -616,13 +872,15 @@ class Supervisor:
         self.phase = "warm-up"
         for s in subjects:
             warm_up(lambda n, s=s: warm(s, n), plan["warmup_iters"], float(plan.get("warmup_s", 0.0)), plan["max_iters"])
-            # The audit copies' memory, made now so no timed round pays its page faults.
-            call(s, {"cmd": "copies", "subject": s}, "copies", lim["forward_timeout_s"])
 
         def faults_of(subject: str) -> int:
             if subject == "candidate":
                 return sum(minor_faults(p) for p in self.untrusted())
             return minor_faults(ref.pid)
+
+        reads: list = []  # what each of the candidate's audited calls led to, in order
+        cand.stop_all = lambda: (self.freeze_untrusted(), stop_and_wait(self.untrusted()))[1]
+        cand.resume_all = self.thaw_untrusted
 
         def timed(s: str, n: int, seed: int, audit: int, fresh: bool = False) -> dict:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
@@ -633,14 +891,27 @@ class Supervisor:
                 # reference after the flush (the candidate's while it is stopped).
                 call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "n": n}, "prepared", lim["forward_timeout_s"])
             w = worker_for(s)
+            # The worker reports each call's output; the audited one's is read from its memory.
+            w.audit.start_round(n, audit)
             faults0, cpu0 = faults_of(s), cpu_of(s)
             t0 = time.monotonic()
             # A fresh round's seed stays with the reference: the candidate reads what was written.
-            w.send({"cmd": "round", "subject": s, "n": n, "seed": 0 if fresh else seed, "audit": audit, "fresh": fresh})
+            w.send({"cmd": "round", "subject": s, "n": n, "seed": 0 if fresh else seed, "fresh": fresh})
             self.expect(w, "done", t0 + deadline(s, n), f"a {'fresh' if fresh else 'timed'} round of {s}")
             t1 = time.monotonic()
-            return {"subject": s, "n": n, "wall_s": t1 - t0, "cpu_s": cpu_of(s) - cpu0, "audit": audit,
-                    "faults": faults_of(s) - faults0, "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
+            reported = w.audit.end_round()
+            if reported != n:
+                raise Stop("protocol", f"{s} reported {reported} outputs on the audit line in a round of {n} calls",
+                           "verifier" if w.trusted else "candidate")
+            if s == "candidate" and audit >= 0:
+                reads.append(w.audit.keep())
+            # The time the subject was held still while its audited output was read is the
+            # supervisor's, not the subject's (5-8 ms for a 16 MB output, once a round: a cost
+            # that did not follow the calls, and let a candidate whose rounds were sized while it
+            # was slow hide a 0.06 ms call under the roofline).
+            held = w.audit.held_s
+            return {"subject": s, "n": n, "wall_s": t1 - t0 - held, "held_s": held, "cpu_s": cpu_of(s) - cpu0,
+                    "audit": audit, "faults": faults_of(s) - faults0, "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}
@@ -688,13 +959,15 @@ class Supervisor:
                     audits.append({"kind": "fresh", "seed": seed, "n": n, "index": k, "round": f"fresh {r}"})
         result["audits"] = audits
         self.phase = "audit"
-        # The candidate saves what it returned at the audited iterations, then all of it dies,
-        # and only then does the trusted reference write what those iterations should have given.
+        # The candidate reports, then all of it dies; only then are the outputs it sent written
+        # out, and the trusted reference writes what those iterations should have given.
         self.thaw_untrusted()
-        cand.send({"cmd": "finish", "path": plan["audit_candidate"]})
-        fin = self.expect(cand, "finished", time.monotonic() + lim["forward_timeout_s"] * 4, "saving the audit")
+        cand.send({"cmd": "finish"})
+        fin = self.expect(cand, "finished", time.monotonic() + lim["forward_timeout_s"] * 4, "reporting")
         result["report"] = fin.get("report")
         self.kill_untrusted()
+        result["audit_saved"], result["audit_layout"] = save_audits(plan["audit_candidate"], reads)
+        result["audit_read_ms"] = {"reference": ref.audit.read_ms, "candidate": cand.audit.read_ms}
         worker_for("eager")
         ref.send({"cmd": "replay", "subject": "eager", "audits": [[a["kind"], a["seed"], a["index"]] for a in audits],
                   "path": plan["audit_reference"]})
@@ -702,6 +975,25 @@ class Supervisor:
         ref.send({"cmd": "finish"})
         self.expect(ref, "finished", time.monotonic() + 60, "finishing the reference")
         result["integrity"] = sorted(set(integrity))
+
+
+def save_audits(path: str, reads: list) -> tuple[str, list]:
+    """The bytes read at the candidate's audited calls, the i-th call's outputs under "a{i}_out_{j}"
+    (raw bytes, as U8) in one safetensors file, with each output's [dtype, shape, strides]; or why
+    there are none."""
+    tensors, layouts = [], []
+    for i, got in enumerate(reads):
+        if got is None:
+            return f"no output was read (audited round {i})", []
+        if isinstance(got, str):
+            return f"{got} (audited round {i})", []
+        layout, chunks = got
+        layouts.append(layout)
+        tensors += [(f"a{i}_out_{j}", "U8", [len(data)], data) for j, data in enumerate(chunks)]
+    if not reads:
+        return "no output kept", []
+    write_safetensors(path, tensors)
+    return "saved", layouts
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ import _thread
 
 # Bound before any task or candidate code runs.
 _write = os.write
+_read = os.read
 _exit = os._exit
 _dumps = json.dumps
 
@@ -646,6 +647,9 @@ class Perturb:
         target = max(floats, key=lambda t: t.numel())
         int_name, step = EXPONENT_STEP[dtype_name(target)]
         self.view = target.view(getattr(torch, int_name)).numpy().reshape(-1)
+        # Written once now, every page: inputs read from a file may still share its pages, and
+        # the first round's changes would take a copy-on-write fault per row (4096 of them).
+        np.add(self.view, 0, out=self.view)
         self.step = self.view.dtype.type(step)
         numel = self.view.size
         last = target.shape[-1] if target.dim() >= 2 else 1  # a vector has no rows, only blocks
@@ -689,10 +693,10 @@ class Perturb:
         self.view[idx] = saved
 
 
-def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int, opwatch=None, copies=None):
+def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, line: AuditLine) -> None:
     """n calls on the task's own inputs, one element of every row changed around each (the
-    warm rounds). The changed positions are worked out inside the clock, the same for all."""
-    keep = None
+    warm rounds). The changed positions are worked out inside the clock, the same for all.
+    After each call the output is reported to the supervisor, which may read it (AuditLine)."""
     for i in range(n):
         idx = perturb.indices(seed, i) if perturb is not None else None
         if idx is not None:
@@ -700,78 +704,54 @@ def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, audit: int
         out = fn(*args)
         if idx is not None:
             perturb.restore(idx, saved)
-        if i == audit:
-            keep = kept_for_audit(out, opwatch, copies)
-    return keep
+        line.report(out)
 
 
-class AuditCopies:
-    """Where the audited calls' outputs are copied: buffers made and written before any round
-    is timed. A copy into new memory takes a page fault per 4 KiB page, and a fault cost about
-    17 us on this host (a 16 MB output: 70 ms, most of a round); copies the candidate keeps
-    also change how its allocator reuses memory between calls, so its own outputs faulted too
-    (4096 to 8500 faults a round against eager's few dozen, and the demo's softmax timed at
-    0.7-0.9x eager where it runs 1.5x in one process). Made ahead, a copy costs every subject
-    the same: the bytes. `slots` copies are kept (the candidate's, one per audited round); with
-    `reuse` one slot is overwritten each round (the reference's, which keeps none)."""
+class AuditLine:
+    """After each timed call, where its output lies: the supervisor may read it from this
+    process's memory before it answers.
 
-    BUDGET = 2 << 30  # bytes of copies made ahead; past it, a copy is made when it is taken
+    The candidate's native code can read and change anything in this process: a Python frame's
+    locals through the C API (tests/verifiers/cheats/audit_peek.py read the timing loop's
+    `audit` and computed only that call), a copy kept here (and rewrite it), the harness's own
+    methods (patch this one), descriptors (swap, reopen). So nothing here decides or knows which
+    call is audited, and nothing here copies it: the worker reports each output's address,
+    layout and size on `line` and waits; for the audited call the supervisor stops the
+    candidate's processes and reads those bytes through /proc/<pid>/mem (opened before the
+    candidate ran) before it answers. The report commits the output before anything could tell
+    the candidate whether it mattered, and the answer is the same byte either way. A report that
+    lies (another address) only moves what is read: those bytes must still be the right output
+    for this call's input. Every subject pays the same: a report per call, and one output read
+    by the supervisor per round."""
 
-    def __init__(self, slots: int, reuse: bool = False):
-        self.slots, self.reuse = max(1, slots), reuse
-        self.bufs: list[list] | None = None
-        self.index: list | None = None  # each output's glance positions, set with bufs
-        self.used = 0
+    def __init__(self, line: int):
+        self.line = line
 
-    def make(self, out) -> None:
-        """Buffers shaped like `out` (an untimed call's), every page written once."""
+    def report(self, out) -> None:
+        data = self.describe(out)
+        while data:
+            data = data[_write(self.line, data):]
+        if _read(self.line, 1) != b"\x00":
+            _exit(5)  # the supervisor answers every report: the line closed or was replaced
+
+    @staticmethod
+    def describe(out) -> bytes:
         outs = outputs_of(out)
-        if self.bufs is not None or not outs or any(o.device.type != "cpu" for o in outs):
-            return
-        size = sum(nbytes(o) for o in outs)
-        count = max(1, min(self.slots, self.BUDGET // max(1, size)))
-        # The glances too: a small tensor kept between two large ones splits the heap's free
-        # space, and the next output no longer fits where the last one was (new pages again).
-        self.index = [glance_index(o.numel()) if o.is_contiguous() and o.numel() else None for o in outs]
-        self.bufs = [[(o.detach().new_zeros(o.shape), None if i is None else o.detach().new_zeros(len(i)))
-                      for o, i in zip(outs, self.index)] for _ in range(count)]
-
-    def take(self, outs: list):
-        """(copy, glance) buffers for the next audited output, or None where none fits (then a
-        plain clone)."""
-        if self.bufs is None or (self.used >= len(self.bufs) and not self.reuse):
-            return None
-        slot = self.bufs[self.used % len(self.bufs)]
-        if len(slot) != len(outs) or any(b.shape != o.shape or b.dtype != o.dtype or (g is None) != (o.numel() == 0 or not o.is_contiguous())
-                                         for (b, g), o in zip(slot, outs)):
-            return None
-        self.used += 1
-        return slot
-
-
-def kept_for_audit(out, opwatch=None, copies: AuditCopies | None = None):
-    """An audited call's output, copied the moment it returns: work deferred to a thread or to
-    the next (untimed) flush would finish later, and this copy would show the output unfinished."""
-    if opwatch is not None:
-        opwatch.disarm()  # the copy is the harness's own op, not the candidate's
-    outs = outputs_of(out)
-    if outs is not None and all(o.device.type == "cpu" for o in outs):
-        # A glance first, from the far end: a thread still filling the output from its start
-        # has not got there yet, so deferred work shows here even when it wins the race
-        # against the full copy below.
-        into = copies.take(outs) if copies is not None else None
-        if into is None:
-            glance = [glance_of(o) for o in outs]
-            keep = Copied([o.detach().clone() for o in outs])
+        if outs is None:
+            desc = {"error": "not a plain tensor" if out is not None else "no output"}
+        elif any(o.device.type != "cpu" for o in outs):
+            desc = {"error": "not a CPU tensor"}
         else:
-            glance = [None if g is None else glance_of(o, g, i) for (_, g), o, i in zip(into, outs, copies.index)]
-            keep = Copied([b.copy_(o.detach()) for (b, _), o in zip(into, outs)])
-        keep.glance = glance
-    else:
-        keep = out
-    if opwatch is not None:
-        opwatch.arm()
-    return keep
+            desc = {"outs": [[o.data_ptr(), extent(o) * o.element_size(), dtype_name(o), o.element_size(),
+                              list(o.shape), list(o.stride())] for o in outs]}
+        return (_dumps(desc, separators=(",", ":")) + "\n").encode()
+
+
+def extent(t) -> int:
+    """Elements from a tensor's first to its last, in memory (its strides are never negative)."""
+    if t.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
 
 
 class FreshInputs:
@@ -871,34 +851,10 @@ class FreshInputs:
         return args
 
 
-def timed_fresh_round(fn, sets: list[list], audit: int, opwatch=None, copies=None):
+def timed_fresh_round(fn, sets: list[list], line: AuditLine) -> None:
     """One call on each of a fresh round's inputs."""
-    keep = None
-    for i, args in enumerate(sets):
-        out = fn(*args)
-        if i == audit:
-            keep = kept_for_audit(out, opwatch, copies)
-    return keep
-
-
-GLANCE = 4096  # elements sampled across an output, last first
-
-
-def glance_index(numel: int):
-    """Which elements a glance reads: about GLANCE of them spread over the whole flat output,
-    in descending order. The verifier computes the same from the output's size."""
-    import torch
-
-    return torch.arange(numel - 1, -1, -max(1, numel // GLANCE), dtype=torch.int64)
-
-
-def glance_of(o, out=None, index=None):
-    import torch
-
-    if not o.is_contiguous() or o.numel() == 0:
-        return None
-    index = glance_index(o.numel()) if index is None else index
-    return torch.index_select(o.detach().view(-1), 0, index, out=out)
+    for args in sets:
+        line.report(fn(*args))
 
 
 class Flusher:
@@ -939,7 +895,7 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
     perturb = Perturb(args, plan["perturb_max_elements"])
     flush = Flusher(plan["flush_mb"])
     chan.event("loaded", copy_bytes=2 * nbytes(src), threads=torch.get_num_threads(), fresh_capacity=fresh.capacity)
-    serve(chan, subjects, inputs, perturb, flush)
+    serve(chan, subjects, inputs, perturb, flush, AuditLine(plan["line_fd"]))
 
 
 def role_time_cand(plan: dict, chan: Channel) -> None:
@@ -956,16 +912,12 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
     flush = Flusher(plan["flush_mb"])
     opwatch.take()
     chan.event("loaded")
-    serve(chan, {"candidate": model}, {"candidate": fresh}, perturb, flush, opwatch, integrity,
-          slots=int(plan.get("audit_slots", 1)))
+    serve(chan, {"candidate": model}, {"candidate": fresh}, perturb, flush, AuditLine(plan["line_fd"]),
+          opwatch, integrity)
 
 
-def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None, slots: int = 1) -> None:
-    kept = []  # the candidate's audited outputs, one per timed round
+def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None, integrity=None) -> None:
     ready: list[list] = []
-    # The candidate keeps its audited copies; the reference overwrites one per subject.
-    copies = {s: AuditCopies(slots, reuse=s != "candidate") for s in subjects}
-    last = {}
     while True:
         cmd = chan.command()
         op = cmd.get("cmd")
@@ -974,19 +926,24 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None, 
             args = inputs[cmd["subject"]].args
             if opwatch is not None:
                 opwatch.arm()
+            # As the timed rounds call it (the last output alive during the next call, the input
+            # changed around each, the report made), so memory settles as they will use it: a
+            # warm-up that dropped each output at once left the first timed rounds 4000-8000 page
+            # faults to take (70 ms for a 1.4 ms call), and the calibration sized rounds on them.
+            use = perturb if cmd["subject"] != "copy" else None
             out = None
-            for _ in range(int(cmd["n"])):
+            for i in range(int(cmd["n"])):
+                idx = use.indices(0, i) if use is not None else None
+                if idx is not None:
+                    saved = use.apply(idx)
                 out = fn(*args)
+                if idx is not None:
+                    use.restore(idx, saved)
+                line.describe(out)
+            del out
             if opwatch is not None:
                 opwatch.disarm()
-            last[cmd["subject"]] = out
             chan.event("warmed")
-        elif op == "copies":
-            # After warm-up, before any timed round: the audit copies' memory, shaped like the
-            # subject's last output.
-            if cmd["subject"] in last:
-                copies[cmd["subject"]].make(last.pop(cmd["subject"]))
-            chan.event("copies")
         elif op == "flush":
             flush()
             chan.event("flushed")
@@ -1002,7 +959,7 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None, 
             # A warm round on the task's own inputs, or a fresh round on what "prepare" made.
             # The supervisor's clock starts when it sends this and stops when "done" arrives.
             fn = subjects[cmd["subject"]]
-            n, audit = int(cmd["n"]), int(cmd["audit"])
+            n = int(cmd["n"])
             if cmd.get("fresh"):
                 source = inputs[cmd["subject"]]
                 if not source.fill:
@@ -1011,17 +968,14 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None, 
                     _exit(5)
             if opwatch is not None:
                 opwatch.arm()
-            into = copies[cmd["subject"]]
             if cmd.get("fresh"):
-                out = timed_fresh_round(fn, ready, audit, opwatch, into)
+                timed_fresh_round(fn, ready, line)
             else:
                 use = perturb if cmd["subject"] != "copy" else None
-                out = timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), audit, opwatch, into)
+                timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), line)
             if opwatch is not None:
                 opwatch.disarm()
             ready = []
-            if "candidate" in subjects and audit >= 0:
-                kept.append(out)
             chan.event("done")
         elif op == "replay":
             # Trusted reference only: the outputs the audited iterations must have produced.
@@ -1042,8 +996,6 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None, 
             chan.event("replayed")
         elif op == "finish":
             report = {}
-            if cmd.get("path"):
-                report["audit_saved"] = _save_audits(cmd["path"], kept)
             if opwatch is not None:
                 report["ops"], report["foreign_ops"] = opwatch.take()
             if integrity is not None:
@@ -1055,22 +1007,14 @@ def serve(chan, subjects, inputs, perturb, flush, opwatch=None, integrity=None, 
             _exit(5)
 
 
-class Copied(list):
-    """Plain tensors the worker copied itself (so no check of their type is needed again)."""
-
-
 def _audit_tensors(out, prefix: str):
-    """An audited output's tensors under `prefix`, or why there are none."""
-    outs = list(out) if type(out) is Copied else outputs_of(out)
+    """The trusted reference's output for an audited call, under `prefix`, or why there is none."""
+    outs = outputs_of(out)
     if outs is None:
         return "not a plain tensor" if out is not None else "no output kept"
     if any(o.device.type != "cpu" for o in outs):
         return "not a CPU tensor"
-    tensors = {f"{prefix}out_{j}": o.detach().clone() for j, o in enumerate(outs)}
-    for j, g in enumerate(getattr(out, "glance", None) or []):
-        if g is not None:
-            tensors[f"{prefix}glance_{j}"] = g
-    return tensors
+    return {f"{prefix}out_{j}": o.detach().clone() for j, o in enumerate(outs)}
 
 
 def _save_audits(path: str, outs: list) -> str:

@@ -1,0 +1,205 @@
+"""The audit line (worker.AuditLine, supervisor.AuditLine), attacked from the candidate's side.
+
+The candidate's native code runs in the worker's process and can read and change all of it: its
+frames, its methods, its descriptors. So nothing in that process knows which timed call is
+audited, and nothing there copies the output: after each call the worker reports where the
+output lies and waits, and for the audited call the supervisor reads those bytes from the
+worker's memory (/proc/<pid>/mem, opened before any candidate code ran) before it answers, with
+the same answer either way. What comes on the line is checked as data from an adversary.
+tests/verifiers/cheats/audit_peek.py and audit_ask.py are the end-to-end attacks."""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "harness"
+sys.path.insert(0, str(HARNESS))
+import supervisor  # noqa: E402
+import worker  # noqa: E402
+
+from assay.verifiers.kernel import _rebuild  # noqa: E402
+
+
+@pytest.fixture()
+def line():
+    # This process plays the worker (on a thread), so the supervisor reads its own memory; the
+    # worker's end is kept under another number (attach() closes the supervisor's copy of it).
+    sup = supervisor.AuditLine(cap=64 << 20, who="candidate")
+    sup._child_fd = os.dup(sup.child_end())
+    sup.attach(os.getpid())
+    yield sup, worker.AuditLine(sup._child_fd)
+    for fd in (sup.line, sup.mem, sup._child_fd):
+        os.close(fd)
+
+
+def _serve(sup, work, stops=None):
+    """Run the worker's side `work` on a thread and answer its reports here until it ends."""
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("result", work()))
+    t.start()
+    stopped = stops if stops is not None else []
+    while t.is_alive():
+        ready, _, _ = select.select([sup.line], [], [], 0.01)
+        if ready:
+            sup.answer(lambda: stopped.append("stop"), lambda: stopped.append("resume"))
+    t.join()
+    sup.answer(lambda: stopped.append("stop"), lambda: stopped.append("resume"))
+    return box.get("result")
+
+
+def test_the_audited_output_is_read_from_memory_as_it_was_reported(line):
+    sup, ask = line
+    outs = [torch.full((256, 64), float(k)) for k in range(5)]
+    sup.start_round(5, 3)
+    readable, _, _ = select.select([sup._child_fd], [], [], 0.02)
+    assert readable == []  # nothing about the round waits where the worker could read it
+    stops = []
+    _serve(sup, lambda: [ask.report(o) for o in outs], stops)
+    assert sup.end_round() == 5 and stops == ["stop", "resume"]  # held still for the one read
+    outs[3].zero_()  # what the candidate does after it returned changes nothing read
+    layouts, chunks = sup.keep()
+    assert layouts == [["float32", [256, 64], [64, 1]]]
+    got = _rebuild(torch.frombuffer(bytearray(chunks[0]), dtype=torch.uint8), layouts[0])
+    assert torch.equal(got, torch.full((256, 64), 3.0))
+
+
+def test_a_round_that_audits_nothing_reads_nothing(line):
+    sup, ask = line
+    sup.start_round(4, -1)
+    stops = []
+    _serve(sup, lambda: [ask.report(torch.ones(3)) for _ in range(4)], stops)
+    assert sup.end_round() == 4 and stops == [] and sup.keep() is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int64", "bool", "uint16", "float8_e4m3fn",
+                                   "complex64"])
+def test_outputs_of_any_dtype_and_layout_come_through(line, dtype):
+    sup, ask = line
+    base = (torch.randn(3, 5, 7) * 4).to(getattr(torch, dtype))
+    outs = (base, base.transpose(0, 2), base[:, 1:4:2], torch.empty(0, 3, dtype=base.dtype), base[0, 0, 0])
+    sup.start_round(1, 0)
+    _serve(sup, lambda: ask.report(outs))
+    layouts, chunks = sup.keep()
+    for want, layout, data in zip(outs, layouts, chunks):
+        got = _rebuild(torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8),
+                       layout)
+        assert not isinstance(got, str), got
+        assert got.shape == want.shape and torch.equal(got.view(torch.uint8) if got.dtype.is_floating_point and
+                                                       got.element_size() == 1 else got, want.view(torch.uint8)
+                                                       if want.dtype.is_floating_point and want.element_size() == 1 else want)
+
+
+def test_an_output_that_is_no_plain_tensor_is_reported_as_such(line):
+    sup, ask = line
+    sup.start_round(1, 0)
+    _serve(sup, lambda: ask.report("not a tensor"))
+    assert sup.keep() == "not a plain tensor"
+    assert supervisor.save_audits("/nonexistent/x.safetensors", [sup.keep()])[0] == "not a plain tensor (audited round 0)"
+    assert supervisor.save_audits("/nonexistent/x.safetensors", [None])[0].startswith("no output was read")
+
+
+def test_a_report_naming_memory_that_is_not_there_fails_the_audit(line):
+    sup, _ = line
+    sup.start_round(1, 0)
+    os.write(sup._child_fd, b'{"outs":[[4096,16,"float32",4,[4],[1]]]}\n')
+    select.select([sup.line], [], [], 1.0)
+    sup.answer(lambda: None, lambda: None)
+    assert "could not be read" in sup.keep()
+
+
+def test_more_reports_than_calls_or_outside_a_round_stop_the_run(line):
+    """A candidate that reported for itself from inside forward (to learn something from the
+    answer) leaves the worker's own report one too many."""
+    sup, _ = line
+    sup.start_round(2, -1)
+    os.write(sup._child_fd, b'{"error":"x"}\n' * 3)
+    select.select([sup.line], [], [], 1.0)
+    with pytest.raises(supervisor.Stop) as stop:
+        sup.answer(lambda: None, lambda: None)
+    assert stop.value.why == "protocol" and "3 reports on the audit line in a round of 2 calls" in stop.value.detail
+    assert stop.value.who == "candidate"
+    sup.end_round()
+    os.read(sup._child_fd, 16)
+    os.write(sup._child_fd, b'{"error":"x"}\n')
+    select.select([sup.line], [], [], 1.0)
+    with pytest.raises(supervisor.Stop, match="protocol"):
+        sup.answer(lambda: None, lambda: None)  # no round runs
+
+
+@pytest.mark.parametrize("report", [
+    b"not json",
+    b"[" * 5000 + b"]" * 5000,
+    b'{"outs":[[1,16,"float32",4,[4],[1]]],"x":1}',
+    b'{"outs":[[1,17,"float32",4,[4],[1]]]}',  # the size does not follow the shape
+    b'{"outs":[[1,16,"float32",4,[4],[-1]]]}',
+    b'{"outs":[[1,16,"../x",4,[4],[1]]]}',
+    b'{"outs":[[1,16,["f"],4,[4],[1]]]}',
+    b'{"outs":[[1,16,"float32",4,[true],[1]]]}',
+    b'{"outs":[[1,16,"float32",4,[4],[1,1]]]}',
+    b'{"outs":[[1,1073741824,"float32",4,[268435456],[1]]]}',  # over the cap
+    b'{"outs":[]}',
+])
+def test_a_forged_report_for_the_audited_call_stops_the_run(line, report):
+    sup, _ = line
+    sup.start_round(1, 0)
+    os.write(sup._child_fd, report + b"\n")
+    select.select([sup.line], [], [], 1.0)
+    with pytest.raises(supervisor.Stop) as stop:
+        while True:
+            sup.answer(lambda: None, lambda: None)
+    assert stop.value.why == "protocol" and stop.value.who == "candidate"
+
+
+def test_an_oversized_report_stops_the_run(line):
+    sup, _ = line
+    sup.start_round(1, 0)
+    threading.Thread(target=lambda: os.write(sup._child_fd, b"x" * (1 << 17)), daemon=True).start()
+    with pytest.raises(supervisor.Stop, match="protocol"):
+        for _ in range(1000):
+            select.select([sup.line], [], [], 0.1)
+            sup.answer(lambda: None, lambda: None)
+
+
+def test_a_socket_cannot_be_opened_again_through_proc(line):
+    """Why a socket: a pipe opened again through /proc/self/fd could be read and written by a
+    second description. A socket refuses."""
+    sup, _ = line
+    with pytest.raises(OSError):
+        os.close(os.open(f"/proc/self/fd/{sup._child_fd}", os.O_RDWR))
+
+
+def test_the_audit_file_is_written_in_a_folder_made_afresh(tmp_path):
+    """The candidate could have put a link where the audit folder is (to the reference's audit,
+    say): the supervisor moves whatever is there aside."""
+    elsewhere = tmp_path / "reference"
+    elsewhere.mkdir()
+    (elsewhere / "candidate.safetensors").write_bytes(b"the reference's")
+    (tmp_path / "audit").symlink_to(elsewhere)
+    data = torch.tensor([1.0, 2.0]).numpy().tobytes()
+    saved, layouts = supervisor.save_audits(str(tmp_path / "audit" / "candidate.safetensors"),
+                                            [([["float32", [2], [1]]], [data])])
+    assert saved == "saved" and layouts == [[["float32", [2], [1]]]]
+    assert not (tmp_path / "audit").is_symlink() and (tmp_path / "audit").is_dir()
+    assert (elsewhere / "candidate.safetensors").read_bytes() == b"the reference's"
+    from safetensors.torch import load_file
+
+    raw = load_file(tmp_path / "audit" / "candidate.safetensors")["a0_out_0"]
+    assert _rebuild(raw, ["float32", [2], [1]]).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("layout, why", [
+    (["float32", [3], [1]], "size"),
+    (["no_such_dtype", [4], [1]], "dtype"),
+    (["float32", [2, 2], [2]], "layout"),
+    ("junk", "layout"),
+])
+def test_the_verifier_refuses_a_layout_that_does_not_fit_the_bytes(layout, why):
+    out = _rebuild(torch.zeros(16, dtype=torch.uint8), layout)
+    assert isinstance(out, str) and why in out
