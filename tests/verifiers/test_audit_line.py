@@ -57,25 +57,48 @@ def _serve(sup, work, stops=None):
 def test_the_audited_output_is_read_from_memory_as_it_was_reported(line):
     sup, ask = line
     outs = [torch.full((256, 64), float(k)) for k in range(5)]
-    sup.start_round(5, 3)
+    sup.start_round(5, [3])
     readable, _, _ = select.select([sup._child_fd], [], [], 0.02)
     assert readable == []  # nothing about the round waits where the worker could read it
     stops = []
     _serve(sup, lambda: [ask.report(o) for o in outs], stops)
     assert sup.end_round() == 5 and stops == ["stop", "resume"]  # held still for the one read
     outs[3].zero_()  # what the candidate does after it returned changes nothing read
-    layouts, chunks = sup.keep()
+    [(layouts, chunks)] = sup.keep()
     assert layouts == [["float32", [256, 64], [64, 1]]]
     got = _rebuild(torch.frombuffer(bytearray(chunks[0]), dtype=torch.uint8), layouts[0])
     assert torch.equal(got, torch.full((256, 64), 3.0))
 
 
+def test_several_calls_of_a_round_can_be_read_each_into_its_own_memory(line):
+    sup, ask = line
+    outs = [torch.full((64, 64), float(k)) for k in range(6)]
+    sup.start_round(6, [1, 4, 5])
+    _serve(sup, lambda: [ask.report(o) for o in outs])
+    kept = sup.keep()
+    assert [float(_rebuild(torch.frombuffer(bytearray(c[0]), dtype=torch.uint8), lay[0])[0, 0]) for lay, c in kept] == [1, 4, 5]
+
+
+def test_audits_are_drawn_call_by_call():
+    """One read per round told a candidate that saw it (its answer came late) that the rest of
+    the round was free; each call drawn on its own says nothing of the next."""
+    import random
+
+    rng = random.Random(7)
+    rounds = [supervisor.pick_audits(rng, 50) for _ in range(4000)]
+    assert 0.9 < sum(map(len, rounds)) / len(rounds) < 1.1  # one a round on average
+    assert 0.30 < sum(not r for r in rounds) / len(rounds) < 0.44  # none in about 1/e of them
+    assert sum(len(r) >= 2 for r in rounds) > 800  # and a read is no sign the round is done
+    after = [k for r in rounds for k in r[1:]]
+    assert len(after) > 1000 and min(after) > 0
+
+
 def test_a_round_that_audits_nothing_reads_nothing(line):
     sup, ask = line
-    sup.start_round(4, -1)
+    sup.start_round(4, [])
     stops = []
     _serve(sup, lambda: [ask.report(torch.ones(3)) for _ in range(4)], stops)
-    assert sup.end_round() == 4 and stops == [] and sup.keep() is None
+    assert sup.end_round() == 4 and stops == [] and sup.keep() == []
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int64", "bool", "uint16", "float8_e4m3fn",
@@ -84,9 +107,9 @@ def test_outputs_of_any_dtype_and_layout_come_through(line, dtype):
     sup, ask = line
     base = (torch.randn(3, 5, 7) * 4).to(getattr(torch, dtype))
     outs = (base, base.transpose(0, 2), base[:, 1:4:2], torch.empty(0, 3, dtype=base.dtype), base[0, 0, 0])
-    sup.start_round(1, 0)
+    sup.start_round(1, [0])
     _serve(sup, lambda: ask.report(outs))
-    layouts, chunks = sup.keep()
+    [(layouts, chunks)] = sup.keep()
     for want, layout, data in zip(outs, layouts, chunks):
         got = _rebuild(torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8),
                        layout)
@@ -98,27 +121,27 @@ def test_outputs_of_any_dtype_and_layout_come_through(line, dtype):
 
 def test_an_output_that_is_no_plain_tensor_is_reported_as_such(line):
     sup, ask = line
-    sup.start_round(1, 0)
+    sup.start_round(1, [0])
     _serve(sup, lambda: ask.report("not a tensor"))
-    assert sup.keep() == "not a plain tensor"
-    assert supervisor.save_audits("/nonexistent/x.safetensors", [sup.keep()])[0] == "not a plain tensor (audited round 0)"
+    assert sup.keep() == ["not a plain tensor"]
+    assert supervisor.save_audits("/nonexistent/x.safetensors", sup.keep())[0] == "not a plain tensor (audited round 0)"
     assert supervisor.save_audits("/nonexistent/x.safetensors", [None])[0].startswith("no output was read")
 
 
 def test_a_report_naming_memory_that_is_not_there_fails_the_audit(line):
     sup, _ = line
-    sup.start_round(1, 0)
+    sup.start_round(1, [0])
     os.write(sup._child_fd, b'{"outs":[[4096,16,"float32",4,[4],[1]]]}\n')
     select.select([sup.line], [], [], 1.0)
     sup.answer(lambda: None, lambda: None)
-    assert "could not be read" in sup.keep()
+    assert "could not be read" in sup.keep()[0]
 
 
 def test_more_reports_than_calls_or_outside_a_round_stop_the_run(line):
     """A candidate that reported for itself from inside forward (to learn something from the
     answer) leaves the worker's own report one too many."""
     sup, _ = line
-    sup.start_round(2, -1)
+    sup.start_round(2, [])
     os.write(sup._child_fd, b'{"error":"x"}\n' * 3)
     select.select([sup.line], [], [], 1.0)
     with pytest.raises(supervisor.Stop) as stop:
@@ -148,7 +171,7 @@ def test_more_reports_than_calls_or_outside_a_round_stop_the_run(line):
 ])
 def test_a_forged_report_for_the_audited_call_stops_the_run(line, report):
     sup, _ = line
-    sup.start_round(1, 0)
+    sup.start_round(1, [0])
     os.write(sup._child_fd, report + b"\n")
     select.select([sup.line], [], [], 1.0)
     with pytest.raises(supervisor.Stop) as stop:
@@ -159,7 +182,7 @@ def test_a_forged_report_for_the_audited_call_stops_the_run(line, report):
 
 def test_an_oversized_report_stops_the_run(line):
     sup, _ = line
-    sup.start_round(1, 0)
+    sup.start_round(1, [0])
     threading.Thread(target=lambda: os.write(sup._child_fd, b"x" * (1 << 17)), daemon=True).start()
     with pytest.raises(supervisor.Stop, match="protocol"):
         for _ in range(1000):

@@ -205,6 +205,15 @@ def warm_up(run, min_calls: int, min_s: float, max_calls: int) -> int:
         n = max(1, min(2 * n, left, max_calls - calls))
 
 
+def pick_audits(rng, n: int) -> list[int]:
+    """Which calls of a round of n have their output read: each on its own, with chance 1/n (one
+    a round on average, the same for every subject). Not one per round: a candidate can tell
+    after the fact that a call was read (its answer came late), and one read per round told it
+    the rest of the round was free; here a read says nothing of the calls after it. A candidate
+    wrong on a share q of its calls goes unseen with about exp(-q * rounds)."""
+    return [k for k in range(n) if rng.random() * n < 1.0]
+
+
 def calibrate(timed, target_s: float, max_iters: int, max_rounds: int = 8) -> float:
     """Seconds per iteration, for sizing the timed rounds: rounds of 1, 2, 4, ... iterations until
     one fills a quarter of `target_s` (at least two rounds), and the least time per iteration among
@@ -248,7 +257,7 @@ DTYPE_NAME = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 class AuditLine:
     """The supervisor's end of a worker's audit line (worker.AuditLine): after each call of a
-    timed round the worker reports where its output lies and waits; for the round's audited call
+    timed round the worker reports where its output lies and waits; for each audited call
     the supervisor stops the worker's processes and reads those bytes from /proc/<pid>/mem (opened
     when the worker started, before any candidate code ran) before it answers. A socket, not a
     pipe: a pipe can be read without taking (tee) and opened again through /proc; a socket can be
@@ -265,13 +274,14 @@ class AuditLine:
         self.cap = cap
         self.mem: int | None = None
         self.buf = bytearray()
-        self.audit = -1  # this round's audited call, while a round runs
+        self.audited: frozenset[int] = frozenset()  # this round's audited calls, while it runs
         self.calls: int | None = None
         self.reported = 0
-        self.read_out: tuple[list, list[bytes]] | str | None = None  # what the audited call's report led to
+        self.read_outs: dict[int, tuple[list, list] | str] = {}  # call -> what its report led to
         self.read_ms: list[list[float]] = []
         self.held_s = 0.0
-        self.scratch = bytearray(cap)  # zero-filled: every page written now
+        self.cap_bytes = cap
+        self.scratch = [bytearray(cap)]  # zero-filled: every page written now (one per read of a round)
 
     def child_end(self) -> int:
         return self._child.fileno()
@@ -291,8 +301,9 @@ class AuditLine:
                 time.sleep(0.001)
         self._child.close()
 
-    def start_round(self, n: int, audit: int) -> None:
-        self.calls, self.audit, self.reported, self.read_out = n, audit, 0, None
+    def start_round(self, n: int, audited) -> None:
+        self.calls, self.audited, self.reported, self.read_outs = n, frozenset(audited), 0, {}
+        self.buf.clear()
         self.held_s = 0.0  # how long this round's subject was held still for the read
 
     def end_round(self) -> int:
@@ -323,12 +334,12 @@ class AuditLine:
             self.buf = bytearray(rest)
             if self.reported >= self.calls:
                 raise Stop("protocol", f"{self.reported + 1} reports on the audit line in a round of {self.calls} calls", self.who)
-            if self.reported == self.audit:
+            if self.reported in self.audited:
                 t0 = time.monotonic()
                 stopped = stop_all()
                 t1 = time.monotonic()
                 try:
-                    self.read_out = self._read(line)
+                    self.read_outs[self.reported] = self._read(line, len(self.read_outs))
                 finally:
                     t2 = time.monotonic()
                     resume_all()
@@ -345,7 +356,7 @@ class AuditLine:
                 raise Stop("protocol", f"the audit line failed: {exc.strerror}", self.who) from None
         return True
 
-    def _read(self, line: bytes):
+    def _read(self, line: bytes, slot: int):
         """The outputs a report names, read from the worker's memory: (layouts, bytes), or why not."""
         try:
             desc = json.loads(line)
@@ -361,9 +372,12 @@ class AuditLine:
         # Into memory made and written before the rounds (new memory is a page fault per 4 KiB,
         # 12-17 us each on this VM: 49 ms for a 16 MB output where the read itself takes 5);
         # the bytes are kept after the round, outside its clock (keep()).
+        while len(self.scratch) <= slot:
+            self.scratch.append(bytearray(self.cap_bytes))  # a second read in one round (rare)
+        scratch = self.scratch[slot]
         spans, at = [], 0
         for ptr, size, *_ in desc["outs"]:
-            view = memoryview(self.scratch)[at:at + size]
+            view = memoryview(scratch)[at:at + size]
             try:
                 got = os.preadv(self.mem, [view], ptr) if size else 0
             except OSError as exc:
@@ -372,15 +386,19 @@ class AuditLine:
                 return "its memory could not be read at the address reported (short read)"
             spans.append((at, size))
             at += size
-        return layouts, spans
+        return layouts, (slot, spans)
 
-    def keep(self):
-        """The audited call's outputs as bytes of their own (the scratch is reused next round)."""
-        got = self.read_out
-        if isinstance(got, tuple):
-            layouts, spans = got
-            return layouts, [bytes(memoryview(self.scratch)[at:at + size]) for at, size in spans]
-        return got
+    def keep(self) -> list:
+        """The audited calls' outputs, in call order, as bytes of their own (the scratch is
+        reused next round)."""
+        kept = []
+        for call in sorted(self.read_outs):
+            got = self.read_outs[call]
+            if isinstance(got, tuple):
+                layouts, (slot, spans) = got
+                got = layouts, [bytes(memoryview(self.scratch[slot])[at:at + size]) for at, size in spans]
+            kept.append(got)
+        return kept
 
 
 def report_layouts(desc, cap: int) -> list | None:
@@ -787,7 +805,7 @@ class Supervisor:
             spec["plan"]["fresh_fd"] = fresh_fd
         # Each worker's audit sockets (worker.AuditLine). The reference's outputs are sent and
         # dropped: the same cost as the candidate's, which are kept here, out of its reach.
-        ref = self.spawn("reference", plan["reference"], trusted=True, fds=(fresh_fd,), audit=AuditLine(int(plan["audit_max_bytes"]), "verifier"))
+        ref = self.spawn("reference", plan["reference"], trusted=True, fds=(fresh_fd,), audit=AuditLine(reference_cap(plan), "verifier"))
         loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
         result["copy_bytes"] = loaded.get("copy_bytes")
         result["reference_threads"] = loaded.get("threads")
@@ -882,7 +900,7 @@ class Supervisor:
         cand.stop_all = lambda: (self.freeze_untrusted(), stop_and_wait(self.untrusted()))[1]
         cand.resume_all = self.thaw_untrusted
 
-        def timed(s: str, n: int, seed: int, audit: int, fresh: bool = False) -> dict:
+        def timed(s: str, n: int, seed: int, audited: list[int], fresh: bool = False) -> dict:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
             # finishing deferred work there would show far more than the reference does.
             flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
@@ -891,8 +909,8 @@ class Supervisor:
                 # reference after the flush (the candidate's while it is stopped).
                 call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "n": n}, "prepared", lim["forward_timeout_s"])
             w = worker_for(s)
-            # The worker reports each call's output; the audited one's is read from its memory.
-            w.audit.start_round(n, audit)
+            # The worker reports each call's output; the audited ones' are read from its memory.
+            w.audit.start_round(n, audited)
             faults0, cpu0 = faults_of(s), cpu_of(s)
             t0 = time.monotonic()
             # A fresh round's seed stays with the reference: the candidate reads what was written.
@@ -903,21 +921,21 @@ class Supervisor:
             if reported != n:
                 raise Stop("protocol", f"{s} reported {reported} outputs on the audit line in a round of {n} calls",
                            "verifier" if w.trusted else "candidate")
-            if s == "candidate" and audit >= 0:
-                reads.append(w.audit.keep())
+            if s == "candidate":
+                reads.extend(w.audit.keep())
             # The time the subject was held still while its audited output was read is the
             # supervisor's, not the subject's (5-8 ms for a 16 MB output, once a round: a cost
             # that did not follow the calls, and let a candidate whose rounds were sized while it
             # was slow hide a 0.06 ms call under the roofline).
             held = w.audit.held_s
             return {"subject": s, "n": n, "wall_s": t1 - t0 - held, "held_s": held, "cpu_s": cpu_of(s) - cpu0,
-                    "audit": audit, "faults": faults_of(s) - faults0, "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
+                    "audits": audited, "faults": faults_of(s) - faults0, "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}
 
         def calibration_round(s: str, n: int) -> float:
-            r = timed(s, n, rng.getrandbits(62), -1)
+            r = timed(s, n, rng.getrandbits(62), [])
             self.log.append(r)
             return r["wall_s"]
 
@@ -933,15 +951,12 @@ class Supervisor:
                 # Odd rounds run three times the iterations: the time must follow (timing_integrity).
                 n = base_n[s] * (1 if r % 2 == 0 else 3)
                 seed = rng.getrandbits(62)
-                # One iteration of every round has its output copied (the same cost for every
-                # subject); the candidate's are audited, one per round, so a candidate that
-                # returns wrong outputs on a share p of its calls goes unseen with (1 - p) ** rounds.
-                k = rng.randrange(n)
-                rec = timed(s, n, seed, k)
+                picked = pick_audits(rng, n)
+                rec = timed(s, n, seed, picked)
                 rec["round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits.append({"kind": "warm", "seed": seed, "n": n, "index": k, "round": r})
+                    audits += [{"kind": "warm", "seed": seed, "n": n, "index": k, "round": r} for k in picked]
         # Fresh rounds, eager's and the candidate's, interleaved: the speed the candidate is
         # credited with may exceed what it shows on inputs no call saw before only by a little
         # (the verifier's fresh_slack), so keeping what it saw earns it little.
@@ -951,12 +966,12 @@ class Supervisor:
             for s in (pair if r % 2 == 0 else pair[::-1]):
                 n = max(1, min(fresh_capacity, base_n[s]))
                 seed = rng.getrandbits(62)
-                k = rng.randrange(n)
-                rec = timed(s, n, seed, k, fresh=True)
+                picked = pick_audits(rng, n)
+                rec = timed(s, n, seed, picked, fresh=True)
                 rec["fresh_round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits.append({"kind": "fresh", "seed": seed, "n": n, "index": k, "round": f"fresh {r}"})
+                    audits += [{"kind": "fresh", "seed": seed, "n": n, "index": k, "round": f"fresh {r}"} for k in picked]
         result["audits"] = audits
         self.phase = "audit"
         # The candidate reports, then all of it dies; only then are the outputs it sent written
@@ -975,6 +990,13 @@ class Supervisor:
         ref.send({"cmd": "finish"})
         self.expect(ref, "finished", time.monotonic() + 60, "finishing the reference")
         result["integrity"] = sorted(set(integrity))
+
+
+def reference_cap(plan: dict) -> int:
+    """The most the reference's reports may name: the task's outputs, or the copy subject's
+    destination (half the task's bytes, which exceeds the outputs where inputs are large)."""
+    copy_bytes = int(plan["reference"]["plan"].get("copy_bytes") or 0)
+    return max(int(plan["audit_max_bytes"]), copy_bytes // 2 + (1 << 20))
 
 
 def save_audits(path: str, reads: list) -> tuple[str, list]:
