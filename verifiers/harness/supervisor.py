@@ -54,9 +54,11 @@ def pids() -> set[int]:
     return out
 
 
-def stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int, task: int | None = None) -> list[str] | None:
+    """The fields after comm of a process's stat (or of one of its threads', `task`)."""
+    path = f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat"
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(path, "rb") as f:
             raw = f.read().decode(errors="replace")
     except OSError:
         return None
@@ -100,12 +102,16 @@ def state(pid: int) -> str:
     return f[0] if f else "gone"
 
 
-def stop_and_wait(pids: set[int], limit_s: float = 0.2) -> bool:
-    """SIGSTOP these processes and wait until every thread of them is stopped (the signal is
-    taken when each is next scheduled); False if some still ran at the limit."""
+def stop_and_wait(pids: set[int]) -> bool:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGSTOP)
+    return wait_stopped(pids)
+
+
+def wait_stopped(pids: set[int], limit_s: float = 0.2) -> bool:
+    """Whether every thread of these (SIGSTOPped) processes is stopped within `limit_s`: the
+    signal is taken when each is next scheduled."""
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
         running = False
@@ -115,12 +121,8 @@ def stop_and_wait(pids: set[int], limit_s: float = 0.2) -> bool:
             except OSError:
                 continue
             for tid in tids:
-                try:
-                    with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
-                        raw = fh.read()
-                except OSError:
-                    continue
-                if raw[raw.rfind(b")") + 2:][:1] not in (b"T", b"t", b"Z", b"X"):
+                f = stat_fields(pid, int(tid))
+                if f and f[0] not in ("T", "t", "Z", "X"):
                     running = True
         if not running:
             return True
@@ -270,7 +272,6 @@ class AuditLine:
         line, self._child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.line = line.detach()
         os.set_blocking(self.line, False)
-        self.links = {f"socket:[{os.fstat(self._child.fileno()).st_ino}]": "line"}
         self.cap = cap
         self.mem: int | None = None
         self.buf = bytearray()
@@ -280,7 +281,6 @@ class AuditLine:
         self.read_outs: dict[int, tuple[list, list] | str] = {}  # call -> what its report led to
         self.read_ms: list[list[float]] = []
         self.held_s = 0.0
-        self.cap_bytes = cap
         self.scratch = [bytearray(cap)]  # zero-filled: every page written now (one per read of a round)
 
     def child_end(self) -> int:
@@ -373,7 +373,7 @@ class AuditLine:
         # 12-17 us each on this VM: 49 ms for a 16 MB output where the read itself takes 5);
         # the bytes are kept after the round, outside its clock (keep()).
         while len(self.scratch) <= slot:
-            self.scratch.append(bytearray(self.cap_bytes))  # a second read in one round (rare)
+            self.scratch.append(bytearray(self.cap))  # a second read in one round (rare)
         scratch = self.scratch[slot]
         spans, at = [], 0
         for ptr, size, *_ in desc["outs"]:
@@ -551,11 +551,7 @@ class Supervisor:
         self.stopped = True
 
     def thaw_untrusted(self) -> None:
-        for pid in self.untrusted():
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        resume(self.untrusted())
         self.stopped = False
 
     def kill_untrusted(self) -> None:
@@ -591,8 +587,8 @@ class Supervisor:
 
     # -- events -----------------------------------------------------------------------
     def pump(self, w: Worker, timeout: float) -> None:
-        """Read what the worker wrote (events, stdout, stderr, audited outputs) and answer its audit
-        asks, for up to `timeout` seconds."""
+        """Read what the worker wrote (events, stdout, stderr) and answer its audit reports, for up
+        to `timeout` seconds."""
         audit = [w.audit.line] if w.audit is not None and not w.audit_closed else []
         ready, _, _ = select.select(list(w.open) + audit, [], [], max(0.0, timeout))
         for fd in ready:
@@ -803,8 +799,8 @@ class Supervisor:
         fresh_fd = os.memfd_create("assay-fresh-inputs", os.MFD_CLOEXEC)
         for spec in (plan["reference"], plan["candidate"]):
             spec["plan"]["fresh_fd"] = fresh_fd
-        # Each worker's audit sockets (worker.AuditLine). The reference's outputs are sent and
-        # dropped: the same cost as the candidate's, which are kept here, out of its reach.
+        # Each worker's audit line (worker.AuditLine). The reference's audited outputs are read
+        # and dropped: the same cost as the candidate's, which are kept here, out of its reach.
         ref = self.spawn("reference", plan["reference"], trusted=True, fds=(fresh_fd,), audit=AuditLine(reference_cap(plan), "verifier"))
         loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
         result["copy_bytes"] = loaded.get("copy_bytes")
@@ -897,7 +893,7 @@ class Supervisor:
             return minor_faults(ref.pid)
 
         reads: list = []  # what each of the candidate's audited calls led to, in order
-        cand.stop_all = lambda: (self.freeze_untrusted(), stop_and_wait(self.untrusted()))[1]
+        cand.stop_all = lambda: (self.freeze_untrusted(), wait_stopped(self.untrusted()))[1]
         cand.resume_all = self.thaw_untrusted
 
         def timed(s: str, n: int, seed: int, audited: list[int], fresh: bool = False) -> dict:
@@ -974,8 +970,8 @@ class Supervisor:
                     audits += [{"kind": "fresh", "seed": seed, "n": n, "index": k, "round": f"fresh {r}"} for k in picked]
         result["audits"] = audits
         self.phase = "audit"
-        # The candidate reports, then all of it dies; only then are the outputs it sent written
-        # out, and the trusted reference writes what those iterations should have given.
+        # The candidate reports, then all of it dies; only then are the outputs read from it
+        # written out, and the trusted reference writes what those calls should have given.
         self.thaw_untrusted()
         cand.send({"cmd": "finish"})
         fin = self.expect(cand, "finished", time.monotonic() + lim["forward_timeout_s"] * 4, "reporting")

@@ -693,10 +693,11 @@ class Perturb:
         self.view[idx] = saved
 
 
-def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, line: AuditLine) -> None:
+def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, after) -> None:
     """n calls on the task's own inputs, one element of every row changed around each (the
     warm rounds). The changed positions are worked out inside the clock, the same for all.
-    After each call the output is reported to the supervisor, which may read it (AuditLine)."""
+    `after(out)` follows each call: in a timed round the report to the supervisor, which may
+    read the output (AuditLine.report); in the warm-up only its making (AuditLine.describe)."""
     for i in range(n):
         idx = perturb.indices(seed, i) if perturb is not None else None
         if idx is not None:
@@ -704,7 +705,7 @@ def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, line: Audi
         out = fn(*args)
         if idx is not None:
             perturb.restore(idx, saved)
-        line.report(out)
+        after(out)
 
 
 class AuditLine:
@@ -931,16 +932,7 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
             # warm-up that dropped each output at once left the first timed rounds 4000-8000 page
             # faults to take (70 ms for a 1.4 ms call), and the calibration sized rounds on them.
             use = perturb if cmd["subject"] != "copy" else None
-            out = None
-            for i in range(int(cmd["n"])):
-                idx = use.indices(0, i) if use is not None else None
-                if idx is not None:
-                    saved = use.apply(idx)
-                out = fn(*args)
-                if idx is not None:
-                    use.restore(idx, saved)
-                line.describe(out)
-            del out
+            timed_round(fn, args, use, int(cmd["n"]), 0, line.describe)
             if opwatch is not None:
                 opwatch.disarm()
             chan.event("warmed")
@@ -972,7 +964,7 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
                 timed_fresh_round(fn, ready, line)
             else:
                 use = perturb if cmd["subject"] != "copy" else None
-                timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), line)
+                timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), line.report)
             if opwatch is not None:
                 opwatch.disarm()
             ready = []
