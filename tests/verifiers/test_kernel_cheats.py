@@ -81,9 +81,9 @@ def test_a_busy_machine_makes_a_failed_speed_check_say_inconclusive(runtime_refe
     """A busy neighbour slows every subject, and not alike (an OpenMP team waits for its
     descheduled thread), so a speed figure taken then says more about the neighbour than about
     the candidate: the verdict still fails, and says the machine was too busy to time. Busy
-    here: two spinning processes per CPU beside the sandbox (the scheduler then gives the
-    sandbox about a third of the CPUs it runs on; with one per CPU the reference's share read
-    0.50-0.66, around the 0.65 the criteria call busy)."""
+    here: two spinning processes per CPU beside the sandbox. The reference's share then reads
+    0.49-0.66 (with one per CPU too: more spinners did not lower it), under the criteria's 0.8
+    (a quiet machine: 0.98); against the earlier 0.65 one run read 0.658."""
     import subprocess
     import sys
 
@@ -99,7 +99,7 @@ def test_a_busy_machine_makes_a_failed_speed_check_say_inconclusive(runtime_refe
     speed = report.check("speed")
     assert speed is not None and not speed.passed and not report.passed, report.reasons
     m = report.metrics
-    assert m["timing_contended"] is True and m["reference_cpu_share"] < 0.65, m.get("reference_cpu_share")
+    assert m["timing_contended"] is True and m["reference_cpu_share"] < ref.criteria.timing.min_cpu_share, m.get("reference_cpu_share")
     assert "inconclusive: the machine was too busy to time" in speed.detail, speed.detail
     # Failed on speed alone, so `assay kernel verify` exits 3: a pipeline retries it elsewhere.
     assert report.inconclusive and report.to_json()["inconclusive"] is True
