@@ -1056,7 +1056,7 @@ def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: di
         checks.fail("consistent_when_timed", "the audited timed outputs are missing or malformed")
         return
     for i, audit in enumerate(audits):
-        where = f"timed iteration {audit.get('index')} of round {audit.get('round')}"
+        where = f"timed iteration {audit.get('call', audit.get('index'))} of round {audit.get('round')}"
         keys = sorted((k for k in want if k.startswith(f"a{i}_")), key=lambda k: int(k.rsplit("_", 1)[1]))
         if not isinstance(layouts[i], list) or len(layouts[i]) != len(keys):
             checks.fail("consistent_when_timed", f"{where} returned {len(layouts[i]) if isinstance(layouts[i], list) else 'no'} "

@@ -4,9 +4,10 @@ The candidate's native code runs in the worker's process and can read and change
 frames, its methods, its descriptors. So nothing in that process knows which timed call is
 audited, and nothing there copies the output: after each call the worker reports where the
 output lies and waits, and for the audited call the supervisor reads those bytes from the
-worker's memory (/proc/<pid>/mem, opened before any candidate code ran) before it answers, with
-the same answer either way. What comes on the line is checked as data from an adversary.
-tests/verifiers/cheats/audit_peek.py and audit_ask.py are the end-to-end attacks."""
+worker's memory (/proc/<pid>/mem, opened before any candidate code ran) before it answers. The
+answer, drawn whether or not the call was read, says what the next call's input is. What comes
+on the line is checked as data from an adversary. tests/verifiers/cheats/audit_peek.py,
+audit_ask.py and audit_nowait.py are the end-to-end attacks."""
 
 from __future__ import annotations
 
@@ -79,6 +80,53 @@ def test_several_calls_of_a_round_can_be_read_each_into_its_own_memory(line):
     assert [float(_rebuild(torch.frombuffer(bytearray(c[0]), dtype=torch.uint8), lay[0])[0, 0]) for lay, c in kept] == [1, 4, 5]
 
 
+def test_each_report_returns_the_answer_the_supervisor_drew_for_it(line):
+    sup, ask = line
+    answers = [7, 2**62 - 1, 0, 123456789]
+    sup.start_round(4, [1], answers)
+    got = _serve(sup, lambda: [ask.report(torch.ones(2)) for _ in range(4)])
+    assert got == answers
+    with pytest.raises(ValueError):
+        sup.start_round(3, [], [1, 2])
+
+
+class _Line:
+    """The worker's side of the line as a timed round sees it: answers given in turn."""
+
+    def __init__(self, answers):
+        self.answers, self.seen = list(answers), []
+
+    def report(self, out):
+        self.seen.append(out)
+        return self.answers.pop(0)
+
+
+def test_a_warm_calls_changed_elements_follow_the_answer_to_the_call_before():
+    """A worker that went on without the answer (audit_nowait.py returns at once) could only
+    guess the salt, and its call would be on an input the verifier never gave: the replay of an
+    audited call uses the salt the supervisor drew for it."""
+    x = torch.randn(64, 32)
+    args = [x]
+    perturb = worker.Perturb(args, 8192)
+    line = _Line([11, 22, 33, 44])
+    worker.timed_round(lambda t: t.clone(), args, perturb, 4, 5, line.report)
+    for i, salt in enumerate([5, 11, 22, 33]):
+        want = x.clone()
+        idx = torch.from_numpy(perturb.indices(salt, i))
+        flat = want.view(-1).view(torch.int32)
+        flat[idx] += int(perturb.step)
+        assert torch.equal(line.seen[i], want), i
+    guessed = torch.from_numpy(perturb.indices(1, 1))
+    assert not torch.equal(guessed, torch.from_numpy(perturb.indices(11, 1)))
+
+
+def test_a_fresh_round_takes_its_inputs_in_the_order_the_answers_give():
+    sets = [[torch.full((2,), float(k))] for k in range(4)]
+    line = _Line([3, 0, 1, 999])
+    worker.timed_fresh_round(lambda t: t, sets, 2, line)
+    assert [float(o[0]) for o in line.seen] == [2.0, 3.0, 0.0, 1.0]
+
+
 def test_audits_are_drawn_call_by_call():
     """One read per round told a candidate that saw it (its answer came late) that the rest of
     the round was free; each call drawn on its own says nothing of the next."""
@@ -124,7 +172,7 @@ def test_an_output_that_is_no_plain_tensor_is_reported_as_such(line):
     sup.start_round(1, [0])
     _serve(sup, lambda: ask.report("not a tensor"))
     assert sup.keep() == ["not a plain tensor"]
-    assert supervisor.save_audits("/nonexistent/x.safetensors", sup.keep())[0] == "not a plain tensor (audited round 0)"
+    assert supervisor.save_audits("/nonexistent/x.safetensors", sup.keep())[0] == "not a plain tensor (the run's audited call 0)"
     assert supervisor.save_audits("/nonexistent/x.safetensors", [None])[0].startswith("no output was read")
 
 
@@ -226,3 +274,17 @@ def test_the_audit_file_is_written_in_a_folder_made_afresh(tmp_path):
 def test_the_verifier_refuses_a_layout_that_does_not_fit_the_bytes(layout, why):
     out = _rebuild(torch.zeros(16, dtype=torch.uint8), layout)
     assert isinstance(out, str) and why in out
+
+
+def test_a_harness_method_swapped_in_its_class_is_named():
+    """The in-process second line (native code can undo it, the answers above are what hold):
+    a method replaced by another function, its own code untouched, went unseen; only a rewritten
+    __code__ was named."""
+    integrity = worker.Integrity()
+    original = worker.AuditLine.rehearse
+    try:
+        worker.AuditLine.rehearse = lambda self, out: 0
+        assert "harness method AuditLine.rehearse was replaced" in integrity.problems()
+    finally:
+        worker.AuditLine.rehearse = original
+    assert not any("AuditLine" in p for p in integrity.problems())

@@ -254,6 +254,7 @@ class Stop(Exception):
 # ------------------------------------------------------------------------- audit line
 
 MAX_REPORT = 1 << 16
+ANSWER_BYTES = 8  # worker.ANSWER_BYTES
 DTYPE_NAME = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -263,7 +264,8 @@ class AuditLine:
     the supervisor stops the worker's processes and reads those bytes from /proc/<pid>/mem (opened
     when the worker started, before any candidate code ran) before it answers. A socket, not a
     pipe: a pipe can be read without taking (tee) and opened again through /proc; a socket can be
-    neither. The answer is the same byte whether or not the call was read."""
+    neither. Each answer says what the worker's next call takes as input (`start_round`'s
+    answers, drawn whether or not the call was read), so a worker cannot go on before it."""
 
     def __init__(self, cap: int, who: str):
         import socket
@@ -276,6 +278,7 @@ class AuditLine:
         self.mem: int | None = None
         self.buf = bytearray()
         self.audited: frozenset[int] = frozenset()  # this round's audited calls, while it runs
+        self.answers: list[int] = []
         self.calls: int | None = None
         self.reported = 0
         self.read_outs: dict[int, tuple[list, list] | str] = {}  # call -> what its report led to
@@ -301,7 +304,11 @@ class AuditLine:
                 time.sleep(0.001)
         self._child.close()
 
-    def start_round(self, n: int, audited) -> None:
+    def start_round(self, n: int, audited, answers: list[int] | None = None) -> None:
+        """A round of n calls begins; `answers[i]` goes back after call i's report (0s if none)."""
+        self.answers = list(answers) if answers is not None else [0] * n
+        if len(self.answers) != n:
+            raise ValueError(f"{len(self.answers)} answers for a round of {n} calls")
         self.calls, self.audited, self.reported, self.read_outs = n, frozenset(audited), 0, {}
         self.buf.clear()
         self.held_s = 0.0  # how long this round's subject was held still for the read
@@ -349,9 +356,10 @@ class AuditLine:
                     # [stopping, reading, resuming] in ms, for whoever audits the timing.
                     self.read_ms.append([round(1e3 * (t1 - t0), 3), round(1e3 * (t2 - t1), 3),
                                          round(1e3 * (t3 - t2), 3)])
+            reply = self.answers[self.reported].to_bytes(ANSWER_BYTES, "little")
             self.reported += 1
             try:
-                os.write(self.line, b"\0")
+                os.write(self.line, reply)
             except OSError as exc:
                 raise Stop("protocol", f"the audit line failed: {exc.strerror}", self.who) from None
         return True
@@ -896,7 +904,7 @@ class Supervisor:
         cand.stop_all = lambda: (self.freeze_untrusted(), wait_stopped(self.untrusted()))[1]
         cand.resume_all = self.thaw_untrusted
 
-        def timed(s: str, n: int, seed: int, audited: list[int], fresh: bool = False) -> dict:
+        def timed(s: str, n: int, seed: int, audited: list[int], fresh: bool = False) -> tuple[dict, list]:
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
             # finishing deferred work there would show far more than the reference does.
             flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
@@ -905,12 +913,23 @@ class Supervisor:
                 # reference after the flush (the candidate's while it is stopped).
                 call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "n": n}, "prepared", lim["forward_timeout_s"])
             w = worker_for(s)
+            # Each answer to a report says what the next call takes: the salt of the elements a
+            # warm call changes, or which fresh input comes next. So the worker waits for it.
+            if fresh:
+                order = list(range(n))
+                rng.shuffle(order)
+                first, answers = order[0], order[1:] + [0]
+                keys = [[seed, order[k], k] for k in audited]  # replay: input order[k] of the round's
+            else:
+                salts = [seed] + [rng.getrandbits(62) for _ in range(n - 1)]
+                first, answers = 0, salts[1:] + [rng.getrandbits(62)]
+                keys = [[salts[k], k, k] for k in audited]  # replay: call k with its salt
             # The worker reports each call's output; the audited ones' are read from its memory.
-            w.audit.start_round(n, audited)
+            w.audit.start_round(n, audited, answers)
             faults0, cpu0 = faults_of(s), cpu_of(s)
             t0 = time.monotonic()
             # A fresh round's seed stays with the reference: the candidate reads what was written.
-            w.send({"cmd": "round", "subject": s, "n": n, "seed": 0 if fresh else seed, "fresh": fresh})
+            w.send({"cmd": "round", "subject": s, "n": n, "seed": 0 if fresh else seed, "fresh": fresh, "first": first})
             self.expect(w, "done", t0 + deadline(s, n), f"a {'fresh' if fresh else 'timed'} round of {s}")
             t1 = time.monotonic()
             reported = w.audit.end_round()
@@ -925,13 +944,14 @@ class Supervisor:
             # was slow hide a 0.06 ms call under the roofline).
             held = w.audit.held_s
             return {"subject": s, "n": n, "wall_s": t1 - t0 - held, "held_s": held, "cpu_s": cpu_of(s) - cpu0,
-                    "audits": audited, "faults": faults_of(s) - faults0, "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
+                    "audits": audited, "faults": faults_of(s) - faults0, "flush_cpu_s": flush_cpu,
+                    "flush_wall_s": flush_wall}, keys
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}
 
         def calibration_round(s: str, n: int) -> float:
-            r = timed(s, n, rng.getrandbits(62), [])
+            r, _ = timed(s, n, rng.getrandbits(62), [])
             self.log.append(r)
             return r["wall_s"]
 
@@ -948,11 +968,11 @@ class Supervisor:
                 n = base_n[s] * (1 if r % 2 == 0 else 3)
                 seed = rng.getrandbits(62)
                 picked = pick_audits(rng, n)
-                rec = timed(s, n, seed, picked)
+                rec, keys = timed(s, n, seed, picked)
                 rec["round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits += [{"kind": "warm", "seed": seed, "n": n, "index": k, "round": r} for k in picked]
+                    audits += [{"kind": "warm", "seed": sd, "n": n, "index": j, "call": k, "round": r} for sd, j, k in keys]
         # Fresh rounds, eager's and the candidate's, interleaved: the speed the candidate is
         # credited with may exceed what it shows on inputs no call saw before only by a little
         # (the verifier's fresh_slack), so keeping what it saw earns it little.
@@ -963,11 +983,12 @@ class Supervisor:
                 n = max(1, min(fresh_capacity, base_n[s]))
                 seed = rng.getrandbits(62)
                 picked = pick_audits(rng, n)
-                rec = timed(s, n, seed, picked, fresh=True)
+                rec, keys = timed(s, n, seed, picked, fresh=True)
                 rec["fresh_round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits += [{"kind": "fresh", "seed": seed, "n": n, "index": k, "round": f"fresh {r}"} for k in picked]
+                    audits += [{"kind": "fresh", "seed": sd, "n": n, "index": j, "call": k, "round": f"fresh {r}"}
+                               for sd, j, k in keys]
         result["audits"] = audits
         self.phase = "audit"
         # The candidate reports, then all of it dies; only then are the outputs read from it
@@ -1002,9 +1023,9 @@ def save_audits(path: str, reads: list) -> tuple[str, list]:
     tensors, layouts = [], []
     for i, got in enumerate(reads):
         if got is None:
-            return f"no output was read (audited round {i})", []
+            return f"no output was read (the run's audited call {i})", []
         if isinstance(got, str):
-            return f"{got} (audited round {i})", []
+            return f"{got} (the run's audited call {i})", []
         layout, chunks = got
         layouts.append(layout)
         tensors += [(f"a{i}_out_{j}", "U8", [len(data)], data) for j, data in enumerate(chunks)]

@@ -446,7 +446,7 @@ class Integrity:
             if isinstance(cls, type) and cls.__module__ == main.__name__:
                 for m, f in vars(cls).items():
                     if isinstance(f, types.FunctionType):
-                        self.methods[f"{cname}.{m}"] = (f, f.__code__)
+                        self.methods[f"{cname}.{m}"] = (cls, m, f, f.__code__)
 
     def problems(self, opwatch=None) -> list[str]:
         found = []
@@ -468,8 +468,10 @@ class Integrity:
         for name, code in self.code.items():
             if self.funcs[name].__code__ is not code:
                 found.append(f"harness function {name}.__code__ was rewritten")
-        for name, (func, code) in self.methods.items():
-            if func.__code__ is not code:
+        for name, (cls, attr, func, code) in self.methods.items():
+            if vars(cls).get(attr) is not func:
+                found.append(f"harness method {name} was replaced")
+            elif func.__code__ is not code:
                 found.append(f"harness method {name}.__code__ was rewritten")
         if sys.gettrace() is not None or sys.getprofile() is not None:
             found.append("a trace or profile hook is set")
@@ -696,16 +698,21 @@ class Perturb:
 def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, after) -> None:
     """n calls on the task's own inputs, one element of every row changed around each (the
     warm rounds). The changed positions are worked out inside the clock, the same for all.
-    `after(out)` follows each call: in a timed round the report to the supervisor, which may
-    read the output (AuditLine.report); in the warm-up only its making (AuditLine.describe)."""
+    `after(out)` follows each call and gives the salt of the next call's changed positions (the
+    first call's is the round's seed): in a timed round the supervisor's answer to the report,
+    which may read the output first (AuditLine.report); in the warm-up 0 (AuditLine.rehearse)."""
+    salt = seed
     for i in range(n):
-        idx = perturb.indices(seed, i) if perturb is not None else None
+        idx = perturb.indices(salt, i) if perturb is not None else None
         if idx is not None:
             saved = perturb.apply(idx)
         out = fn(*args)
         if idx is not None:
             perturb.restore(idx, saved)
-        after(out)
+        salt = after(out)
+
+
+ANSWER_BYTES = 8  # the supervisor's answer to a report: a little-endian unsigned integer
 
 
 class AuditLine:
@@ -720,20 +727,34 @@ class AuditLine:
     layout and size on `line` and waits; for the audited call the supervisor stops the
     candidate's processes and reads those bytes through /proc/<pid>/mem (opened before the
     candidate ran) before it answers. The report commits the output before anything could tell
-    the candidate whether it mattered, and the answer is the same byte either way. A report that
-    lies (another address) only moves what is read: those bytes must still be the right output
-    for this call's input. Every subject pays the same: a report per call, and one output read
-    by the supervisor per round."""
+    the candidate whether it mattered. The answer, drawn by the supervisor whether or not the
+    call was read, says what the next call's input is (the salt of its changed elements, or
+    which of a fresh round's inputs comes next): a worker made to go on without waiting for it
+    (tests/verifiers/cheats/audit_nowait.py) calls on inputs the verifier never gave. A report
+    that lies (another address) only moves what is read: those bytes must still be the right
+    output for this call's input. Every subject pays the same: a report and an answer per call,
+    and one output read by the supervisor per round on average."""
 
     def __init__(self, line: int):
         self.line = line
 
-    def report(self, out) -> None:
+    def report(self, out) -> int:
+        """Report `out`, wait for the answer, and return it (what the next call needs)."""
         data = self.describe(out)
         while data:
             data = data[_write(self.line, data):]
-        if _read(self.line, 1) != b"\x00":
-            _exit(5)  # the supervisor answers every report: the line closed or was replaced
+        answer = b""
+        while len(answer) < ANSWER_BYTES:
+            got = _read(self.line, ANSWER_BYTES - len(answer))
+            if not got:
+                _exit(5)  # the supervisor answers every report: the line closed or was replaced
+            answer += got
+        return int.from_bytes(answer, "little")
+
+    def rehearse(self, out) -> int:
+        """The warm-up's report: made as a round's is, not sent; each warm-up call's salt is 0."""
+        self.describe(out)
+        return 0
 
     @staticmethod
     def describe(out) -> bytes:
@@ -852,10 +873,16 @@ class FreshInputs:
         return args
 
 
-def timed_fresh_round(fn, sets: list[list], line: AuditLine) -> None:
-    """One call on each of a fresh round's inputs."""
-    for args in sets:
-        line.report(fn(*args))
+def timed_fresh_round(fn, sets: list[list], first: int, line: AuditLine) -> None:
+    """One call on each of a fresh round's inputs, in the order the supervisor gives: the first
+    in the round's command, each next one in its answer to the last report. All of them are in
+    memory before the clock starts; which comes next is known only once the last call's output
+    was reported."""
+    j = first
+    for _ in range(len(sets)):
+        if not 0 <= j < len(sets):
+            _exit(5)
+        j = line.report(fn(*sets[j]))
 
 
 class Flusher:
@@ -932,7 +959,7 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
             # warm-up that dropped each output at once left the first timed rounds 4000-8000 page
             # faults to take (70 ms for a 1.4 ms call), and the calibration sized rounds on them.
             use = perturb if cmd["subject"] != "copy" else None
-            timed_round(fn, args, use, int(cmd["n"]), 0, line.describe)
+            timed_round(fn, args, use, int(cmd["n"]), 0, line.rehearse)
             if opwatch is not None:
                 opwatch.disarm()
             chan.event("warmed")
@@ -961,7 +988,7 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
             if opwatch is not None:
                 opwatch.arm()
             if cmd.get("fresh"):
-                timed_fresh_round(fn, ready, line)
+                timed_fresh_round(fn, ready, int(cmd.get("first", 0)), line)
             else:
                 use = perturb if cmd["subject"] != "copy" else None
                 timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), line.report)
