@@ -276,6 +276,11 @@ def test_the_verifier_refuses_a_layout_that_does_not_fit_the_bytes(layout, why):
     assert isinstance(out, str) and why in out
 
 
+def test_the_workers_line_takes_no_report_of_anyone_elses():
+    with pytest.raises(AttributeError):
+        worker.AuditLine(99).report = lambda out: 0
+
+
 def test_a_harness_method_swapped_in_its_class_is_named():
     """The in-process second line (native code can undo it, the answers above are what hold):
     a method replaced by another function, its own code untouched, went unseen; only a rewritten

@@ -905,16 +905,9 @@ class Supervisor:
         cand.resume_all = self.thaw_untrusted
 
         def timed(s: str, n: int, seed: int, audited: list[int], fresh: bool = False) -> tuple[dict, list]:
-            # The flush is untimed, so what a subject burns during it is recorded: a candidate
-            # finishing deferred work there would show far more than the reference does.
-            flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
-            if fresh:
-                # A fresh round: every call on an input no call saw before, written by the
-                # reference after the flush (the candidate's while it is stopped).
-                call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "n": n}, "prepared", lim["forward_timeout_s"])
-            w = worker_for(s)
             # Each answer to a report says what the next call takes: the salt of the elements a
             # warm call changes, or which fresh input comes next. So the worker waits for it.
+            # Drawn first: between the flush and the clock's start the candidate may be running.
             if fresh:
                 order = list(range(n))
                 rng.shuffle(order)
@@ -924,6 +917,14 @@ class Supervisor:
                 salts = [seed] + [rng.getrandbits(62) for _ in range(n - 1)]
                 first, answers = 0, salts[1:] + [rng.getrandbits(62)]
                 keys = [[salts[k], k, k] for k in audited]  # replay: call k with its salt
+            # The flush is untimed, so what a subject burns during it is recorded: a candidate
+            # finishing deferred work there would show far more than the reference does.
+            flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
+            if fresh:
+                # A fresh round: every call on an input no call saw before, written by the
+                # reference after the flush (the candidate's while it is stopped).
+                call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "n": n}, "prepared", lim["forward_timeout_s"])
+            w = worker_for(s)
             # The worker reports each call's output; the audited ones' are read from its memory.
             w.audit.start_round(n, audited, answers)
             faults0, cpu0 = faults_of(s), cpu_of(s)

@@ -735,6 +735,11 @@ class AuditLine:
     output for this call's input. Every subject pays the same: a report and an answer per call,
     and one output read by the supervisor per round on average."""
 
+    # No instance dictionary: a report of the candidate's set on this object would shadow the
+    # class's unseen (Integrity watches the class). Native code can still go around this; the
+    # answers are what hold.
+    __slots__ = ("line",)
+
     def __init__(self, line: int):
         self.line = line
 
