@@ -125,3 +125,48 @@ def test_every_warm_call_changes_one_element_of_every_row_each_at_its_own_place(
     assert int((x != before).all(dim=1).sum()) == 0 and int((x != before).any(dim=1).sum()) == 512
     p.restore(a, saved)
     assert torch.equal(x.view(torch.int32), before.view(torch.int32))
+
+
+class _Answers:
+    """The supervisor's side of a fresh round, as the worker's loop meets it."""
+
+    def __init__(self, answers):
+        self.answers, self.seen = list(answers), []
+
+    def report(self, out):
+        self.seen.append(out)
+        return self.answers.pop(0)
+
+
+def test_each_fresh_call_changes_its_input_where_the_answer_before_it_says():
+    """All of a round's inputs are in memory when it starts: without a change salted by the
+    answer to the call before, a candidate could work out every output at its first call and
+    only pick one per call after. The trusted side makes each input again, change and all."""
+    base = torch.randn(64, 128)
+    fd = os.memfd_create("test-fresh-change")
+    try:
+        writer = worker.FreshInputs([base], 1 << 20, shared=fd, perturb_max=8192)
+        reader = worker.FreshInputs([base.clone()], 1 << 20, shared=fd, fill=False, perturb_max=8192)
+        sets = reader.prepare(seed=9, n=3)
+        plain = [a[0].clone() for a in writer.prepare(seed=9, n=3)]
+        slots = worker.FRESH_SLOTS
+        salts = [77, 123456789, 2**46 - 1]
+        line = _Answers([0 + salts[1] * slots, 1 + salts[2] * slots, 5])
+        worker.timed_fresh_round(lambda x: x.clone(), sets, 2 + salts[0] * slots, line, reader)
+        for (j, salt), got in zip([(2, salts[0]), (0, salts[1]), (1, salts[2])], line.seen):
+            want = writer.one(seed=9, j=j, salt=salt)[0]
+            assert torch.equal(got, want), j
+            changed = (got.view(torch.int32) != plain[j].view(torch.int32)).sum(dim=1)
+            assert changed.tolist() == [1] * 64  # one element of every row
+        assert all(torch.equal(s[0], p) for s, p in zip(sets, plain))  # put back after each call
+        guessed = writer.one(seed=9, j=0, salt=0)[0]
+        assert not torch.equal(guessed, writer.one(seed=9, j=0, salt=salts[1])[0])
+    finally:
+        os.close(fd)
+    # Nothing to change where no input is a float tensor: the calls take the inputs as they are.
+    ids = torch.arange(10)
+    plain_ints = worker.FreshInputs([ids], 1 << 20, perturb_max=8192)
+    assert plain_ints.change is None
+    line = _Answers([1, 0])
+    worker.timed_fresh_round(lambda x: x, plain_ints.prepare(seed=1, n=2), 0, line, plain_ints)
+    assert all(torch.equal(o, ids) for o in line.seen)

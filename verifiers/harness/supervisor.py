@@ -255,6 +255,7 @@ class Stop(Exception):
 
 MAX_REPORT = 1 << 16
 ANSWER_BYTES = 8  # worker.ANSWER_BYTES
+FRESH_SLOTS = 1 << 16  # worker.FRESH_SLOTS
 DTYPE_NAME = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -911,12 +912,15 @@ class Supervisor:
             if fresh:
                 order = list(range(n))
                 rng.shuffle(order)
-                first, answers = order[0], order[1:] + [0]
-                keys = [[seed, order[k], k] for k in audited]  # replay: input order[k] of the round's
+                salts = [rng.getrandbits(46) for _ in range(n)]
+                code = [order[k] + salts[k] * FRESH_SLOTS for k in range(n)]
+                first, answers = code[0], code[1:] + [0]
+                # replay: input order[k] of the round's, changed at the places salts[k] gives
+                keys = [[seed, order[k], k, salts[k]] for k in audited]
             else:
                 salts = [seed] + [rng.getrandbits(62) for _ in range(n - 1)]
                 first, answers = 0, salts[1:] + [rng.getrandbits(62)]
-                keys = [[salts[k], k, k] for k in audited]  # replay: call k with its salt
+                keys = [[salts[k], k, k, None] for k in audited]  # replay: call k with its salt
             # The flush is untimed, so what a subject burns during it is recorded: a candidate
             # finishing deferred work there would show far more than the reference does.
             flush_wall, flush_cpu = call(s, {"cmd": "flush"}, "flushed", lim["forward_timeout_s"])
@@ -973,7 +977,7 @@ class Supervisor:
                 rec["round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits += [{"kind": "warm", "seed": sd, "n": n, "index": j, "call": k, "round": r} for sd, j, k in keys]
+                    audits += [{"kind": "warm", "seed": sd, "n": n, "index": j, "call": k, "round": r} for sd, j, k, _ in keys]
         # Fresh rounds, eager's and the candidate's, interleaved: the speed the candidate is
         # credited with may exceed what it shows on inputs no call saw before only by a little
         # (the verifier's fresh_slack), so keeping what it saw earns it little.
@@ -988,8 +992,8 @@ class Supervisor:
                 rec["fresh_round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits += [{"kind": "fresh", "seed": sd, "n": n, "index": j, "call": k, "round": f"fresh {r}"}
-                               for sd, j, k in keys]
+                    audits += [{"kind": "fresh", "seed": sd, "n": n, "index": j, "call": k, "salt": salt,
+                                "round": f"fresh {r}"} for sd, j, k, salt in keys]
         result["audits"] = audits
         self.phase = "audit"
         # The candidate reports, then all of it dies; only then are the outputs read from it
@@ -1002,7 +1006,7 @@ class Supervisor:
         result["audit_saved"], result["audit_layout"] = save_audits(plan["audit_candidate"], reads)
         result["audit_read_ms"] = {"reference": ref.audit.read_ms, "candidate": cand.audit.read_ms}
         worker_for("eager")
-        ref.send({"cmd": "replay", "subject": "eager", "audits": [[a["kind"], a["seed"], a["index"]] for a in audits],
+        ref.send({"cmd": "replay", "subject": "eager", "audits": [[a["kind"], a["seed"], a["index"], a.get("salt")] for a in audits],
                   "path": plan["audit_reference"]})
         self.expect(ref, "replayed", time.monotonic() + lim["forward_timeout_s"] * (4 + len(audits)), "replaying the audit")
         ref.send({"cmd": "finish"})

@@ -50,6 +50,7 @@ EXPONENT_STEP = {
 }
 FLOATS = tuple(EXPONENT_STEP)
 MAX_FRESH = 8192  # fresh inputs a round may hold (FreshInputs.SPREAD offsets tell them apart)
+FRESH_SLOTS = 1 << 16  # a fresh round's answers: the next input's index + its salt * FRESH_SLOTS
 POISON = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
           "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
 
@@ -648,7 +649,8 @@ class Perturb:
             return
         target = max(floats, key=lambda t: t.numel())
         int_name, step = EXPONENT_STEP[dtype_name(target)]
-        self.view = target.view(getattr(torch, int_name)).numpy().reshape(-1)
+        self.bits_dtype = getattr(torch, int_name)
+        self.view = self.bits_of(target)
         # Written once now, every page: inputs read from a file may still share its pages, and
         # the first round's changes would take a copy-on-write fault per row (4096 of them).
         np.add(self.view, 0, out=self.view)
@@ -686,13 +688,19 @@ class Perturb:
         np.remainder(x, self.width, out=x)
         return self.starts + x.view(np.int64)
 
-    def apply(self, idx):
-        saved = self.view[idx]
-        self.view[idx] = saved + self.step
+    def bits_of(self, t):
+        """A tensor shaped like the target, as the flat integers `apply` changes."""
+        return t.view(self.bits_dtype).numpy().reshape(-1)
+
+    def apply(self, idx, view=None):
+        """Change the elements at `idx` of the target (or of `view`, another's bits_of)."""
+        view = self.view if view is None else view
+        saved = view[idx]
+        view[idx] = saved + self.step
         return saved
 
-    def restore(self, idx, saved) -> None:
-        self.view[idx] = saved
+    def restore(self, idx, saved, view=None) -> None:
+        (self.view if view is None else view)[idx] = saved
 
 
 def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, after) -> None:
@@ -795,16 +803,23 @@ class FreshInputs:
     workers map), as many as `budget_bytes` holds, before the round's clock starts; the
     candidate's while every candidate process is stopped, so nothing of it runs between their
     making and its clock's start (made in its own process, they would exist untimed while its
-    threads run). The candidate's side only reads them (`fill=False`)."""
+    threads run). The candidate's side only reads them (`fill=False`), but for each call's change:
+    with all of a round's inputs there from its start, a candidate could work out every output at
+    its first call, in threads, and each next one would only be picked. So each call changes one
+    element of every row of its input first (as a warm call does: `Perturb`, `perturb_max`
+    elements at most), at places salted by the supervisor's answer to the call before, and puts
+    them back after; `one` makes an audited call's input again with its salt."""
 
     SPREAD = 8192  # offsets into the factor table: more than any round's iterations
 
-    def __init__(self, args, budget_bytes: int, shared: int | None = None, fill: bool = True):
+    def __init__(self, args, budget_bytes: int, shared: int | None = None, fill: bool = True,
+                 perturb_max: int = 0):
         import numpy as np
         import torch
 
         self.args = list(args)
         self.target = None
+        self.change, self.bits = None, []  # each call's change (none without a float input)
         self.fill = fill
         floats = [i for i, a in enumerate(self.args) if isinstance(a, torch.Tensor) and dtype_name(a) in FLOATS
                   and a.is_contiguous() and a.numel() > 0]
@@ -819,6 +834,10 @@ class FreshInputs:
             shared = os.memfd_create("assay-fresh", os.MFD_CLOEXEC)
         self.pool = self._shared(shared, base, size)
         self.capacity = len(self.pool)
+        if perturb_max and self.pool:
+            change = Perturb([self.pool[0]], perturb_max)
+            if change.view is not None:  # else a dtype with no exponent step: as in the warm rounds
+                self.change, self.bits = change, [change.bits_of(slot) for slot in self.pool]
         if fill:
             # A table drawn afresh in the reference for each verification: the candidate cannot
             # make it again (a fixed seed let it), so a slot's values say nothing of the next.
@@ -838,8 +857,10 @@ class FreshInputs:
         total = os.fstat(fd).st_size
         if total < size:
             return []
-        # Populated now, so no timed read takes a page fault the first time it meets a slot.
+        # Populated now, so no timed read takes a page fault the first time it meets a slot; and
+        # written now (adding 0 keeps every byte), so no call's change takes one either.
         self._map = mmap.mmap(fd, total, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
+        torch.frombuffer(self._map, dtype=torch.uint8).add_(0)
         return [torch.frombuffer(self._map, dtype=base.dtype, count=base.numel(), offset=j * size).view(base.shape)
                 for j in range(min(self.capacity, total // size))]
 
@@ -867,27 +888,39 @@ class FreshInputs:
             sets.append(args)
         return sets
 
-    def one(self, seed: int, j: int) -> list:
-        """Iteration j's arguments in the round with this seed, made on their own (the audit)."""
+    def one(self, seed: int, j: int, salt: int | None = None) -> list:
+        """Iteration j's arguments in the round with this seed, made on their own (the audit),
+        with the change its call made at the places `salt` gives."""
         import torch
 
         if self.target is None:
             return self.args
         args = list(self.args)
         args[self.target] = self._fill(torch.empty_like(self.args[self.target]), seed, j)
+        if salt is not None and self.change is not None:
+            self.change.apply(self.change.indices(int(salt), j), self.change.bits_of(args[self.target]))
         return args
 
 
-def timed_fresh_round(fn, sets: list[list], first: int, line: AuditLine) -> None:
+def timed_fresh_round(fn, sets: list[list], first: int, line: AuditLine, fresh: FreshInputs | None = None) -> None:
     """One call on each of a fresh round's inputs, in the order the supervisor gives: the first
-    in the round's command, each next one in its answer to the last report. All of them are in
-    memory before the clock starts; which comes next is known only once the last call's output
-    was reported."""
-    j = first
+    in the round's command, each next one in its answer to the last report, as j + salt *
+    FRESH_SLOTS. All of them are in memory before the clock starts; which comes next, and the
+    salt of the elements its call changes (FreshInputs), are known only once the last call's
+    output was reported."""
+    change = fresh.change if fresh is not None else None
+    answer = first
     for _ in range(len(sets)):
-        if not 0 <= j < len(sets):
+        j, salt = answer % FRESH_SLOTS, answer // FRESH_SLOTS
+        if not j < len(sets):
             _exit(5)
-        j = line.report(fn(*sets[j]))
+        idx = change.indices(salt, j) if change is not None else None
+        if idx is not None:
+            saved = change.apply(idx, fresh.bits[j])
+        out = fn(*sets[j])
+        if idx is not None:
+            change.restore(idx, saved, fresh.bits[j])
+        answer = line.report(out)
 
 
 class Flusher:
@@ -923,7 +956,8 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
     # One memfd holds the fresh rounds' inputs, whoever's round it is (rounds run one at a
     # time); the candidate's worker maps it too (see FreshInputs). Only eager and the
     # candidate run fresh rounds.
-    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"])
+    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"],
+                        perturb_max=plan["perturb_max_elements"])
     inputs = {"eager": fresh, "compiled": fresh, "copy": fresh, "for_candidate": fresh}
     perturb = Perturb(args, plan["perturb_max_elements"])
     flush = Flusher(plan["flush_mb"])
@@ -940,7 +974,8 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
     cls = import_candidate(plan, chan)
     model = construct(cls, plan["init_args"], plan["init_seed"], chan)
     args = load_inputs(plan["inputs_file"], plan["inputs"])
-    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"], fill=False)
+    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"], fill=False,
+                        perturb_max=plan["perturb_max_elements"])
     perturb = Perturb(args, plan["perturb_max_elements"])
     flush = Flusher(plan["flush_mb"])
     opwatch.take()
@@ -993,7 +1028,7 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
             if opwatch is not None:
                 opwatch.arm()
             if cmd.get("fresh"):
-                timed_fresh_round(fn, ready, int(cmd.get("first", 0)), line)
+                timed_fresh_round(fn, ready, int(cmd.get("first", 0)), line, inputs[cmd["subject"]])
             else:
                 use = perturb if cmd["subject"] != "copy" else None
                 timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), line.report)
@@ -1005,9 +1040,9 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
             # Trusted reference only: the outputs the audited iterations must have produced.
             fn = subjects[cmd["subject"]]
             outs = []
-            for kind, seed, k in cmd["audits"]:
+            for kind, seed, k, salt in cmd["audits"]:
                 if kind == "fresh":
-                    outs.append(fn(*inputs[cmd["subject"]].one(int(seed), int(k))))
+                    outs.append(fn(*inputs[cmd["subject"]].one(int(seed), int(k), salt)))
                     continue
                 args = inputs[cmd["subject"]].args
                 idx = perturb.indices(int(seed), int(k))
