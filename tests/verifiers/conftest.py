@@ -35,6 +35,23 @@ def sandbox_backend() -> tuple[bool, str]:
     return False, "no sandbox backend (docker or bwrap) works here: " + "; ".join(d for _, d in found.values())
 
 
+class ScriptedAnswers:
+    """The supervisor's side of an audit line as a worker's timed loop meets it: each report
+    is kept, and answered with the next of `answers`."""
+
+    def __init__(self, answers):
+        self.answers, self.seen = list(answers), []
+
+    def report(self, out):
+        self.seen.append(out)
+        return self.answers.pop(0)
+
+
+@pytest.fixture
+def scripted_answers():
+    return ScriptedAnswers
+
+
 @pytest.fixture(scope="session")
 def kernel_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("kernel-verifier-cache")

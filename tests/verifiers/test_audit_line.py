@@ -90,25 +90,14 @@ def test_each_report_returns_the_answer_the_supervisor_drew_for_it(line):
         sup.start_round(3, [], [1, 2])
 
 
-class _Line:
-    """The worker's side of the line as a timed round sees it: answers given in turn."""
-
-    def __init__(self, answers):
-        self.answers, self.seen = list(answers), []
-
-    def report(self, out):
-        self.seen.append(out)
-        return self.answers.pop(0)
-
-
-def test_a_warm_calls_changed_elements_follow_the_answer_to_the_call_before():
+def test_a_warm_calls_changed_elements_follow_the_answer_to_the_call_before(scripted_answers):
     """A worker that went on without the answer (audit_nowait.py returns at once) could only
     guess the salt, and its call would be on an input the verifier never gave: the replay of an
     audited call uses the salt the supervisor drew for it."""
     x = torch.randn(64, 32)
     args = [x]
     perturb = worker.Perturb(args, 8192)
-    line = _Line([11, 22, 33, 44])
+    line = scripted_answers([11, 22, 33, 44])
     worker.timed_round(lambda t: t.clone(), args, perturb, 4, 5, line.report)
     for i, salt in enumerate([5, 11, 22, 33]):
         want = x.clone()
@@ -120,9 +109,9 @@ def test_a_warm_calls_changed_elements_follow_the_answer_to_the_call_before():
     assert not torch.equal(guessed, torch.from_numpy(perturb.indices(11, 1)))
 
 
-def test_a_fresh_round_takes_its_inputs_in_the_order_the_answers_give():
+def test_a_fresh_round_takes_its_inputs_in_the_order_the_answers_give(scripted_answers):
     sets = [[torch.full((2,), float(k))] for k in range(4)]
-    line = _Line([3, 0, 1, 999])
+    line = scripted_answers([3, 0, 1, 999])
     worker.timed_fresh_round(lambda t: t, sets, 2, line)
     assert [float(o[0]) for o in line.seen] == [2.0, 3.0, 0.0, 1.0]
 

@@ -127,18 +127,7 @@ def test_every_warm_call_changes_one_element_of_every_row_each_at_its_own_place(
     assert torch.equal(x.view(torch.int32), before.view(torch.int32))
 
 
-class _Answers:
-    """The supervisor's side of a fresh round, as the worker's loop meets it."""
-
-    def __init__(self, answers):
-        self.answers, self.seen = list(answers), []
-
-    def report(self, out):
-        self.seen.append(out)
-        return self.answers.pop(0)
-
-
-def test_each_fresh_call_changes_its_input_where_the_answer_before_it_says():
+def test_each_fresh_call_changes_its_input_where_the_answer_before_it_says(scripted_answers):
     """All of a round's inputs are in memory when it starts: without a change salted by the
     answer to the call before, a candidate could work out every output at its first call and
     only pick one per call after. The trusted side makes each input again, change and all."""
@@ -151,7 +140,7 @@ def test_each_fresh_call_changes_its_input_where_the_answer_before_it_says():
         plain = [a[0].clone() for a in writer.prepare(seed=9, n=3)]
         slots = worker.FRESH_SLOTS
         salts = [77, 123456789, 2**46 - 1]
-        line = _Answers([0 + salts[1] * slots, 1 + salts[2] * slots, 5])
+        line = scripted_answers([0 + salts[1] * slots, 1 + salts[2] * slots, 5])
         worker.timed_fresh_round(lambda x: x.clone(), sets, 2 + salts[0] * slots, line, reader)
         for (j, salt), got in zip([(2, salts[0]), (0, salts[1]), (1, salts[2])], line.seen):
             want = writer.one(seed=9, j=j, salt=salt)[0]
@@ -167,6 +156,20 @@ def test_each_fresh_call_changes_its_input_where_the_answer_before_it_says():
     ids = torch.arange(10)
     plain_ints = worker.FreshInputs([ids], 1 << 20, perturb_max=8192)
     assert plain_ints.change is None
-    line = _Answers([1, 0])
+    line = scripted_answers([1, 0])
     worker.timed_fresh_round(lambda x: x, plain_ints.prepare(seed=1, n=2), 0, line, plain_ints)
     assert all(torch.equal(o, ids) for o in line.seen)
+
+
+def test_around_changes_the_input_for_the_call_only():
+    """One helper for the warm rounds, the fresh rounds and the reference's replay: the call
+    sees its elements changed, and the input is put back bit for bit after it."""
+    x = torch.randn(16, 64)
+    before = x.clone()
+    perturb = worker.Perturb([x], 8192)
+    idx = perturb.indices(42, 3)
+    seen = perturb.around(lambda t: t.clone(), [x], idx)
+    assert torch.equal(x.view(torch.int32), before.view(torch.int32))
+    changed = (seen.view(torch.int32) != before.view(torch.int32)).view(-1).nonzero().view(-1)
+    assert sorted(changed.tolist()) == sorted(idx.tolist())
+    assert torch.equal(perturb.around(lambda t: t.clone(), [x], None), before)

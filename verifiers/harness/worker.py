@@ -702,6 +702,16 @@ class Perturb:
     def restore(self, idx, saved, view=None) -> None:
         (self.view if view is None else view)[idx] = saved
 
+    def around(self, fn, args, idx, view=None):
+        """fn(*args) with the elements at `idx` changed for the call and put back after it: a
+        timed call and its replay by the reference change the same places the same way."""
+        if idx is None:
+            return fn(*args)
+        saved = self.apply(idx, view)
+        out = fn(*args)
+        self.restore(idx, saved, view)
+        return out
+
 
 def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, after) -> None:
     """n calls on the task's own inputs, one element of every row changed around each (the
@@ -711,12 +721,7 @@ def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, after) -> 
     which may read the output first (AuditLine.report); in the warm-up 0 (AuditLine.rehearse)."""
     salt = seed
     for i in range(n):
-        idx = perturb.indices(salt, i) if perturb is not None else None
-        if idx is not None:
-            saved = perturb.apply(idx)
-        out = fn(*args)
-        if idx is not None:
-            perturb.restore(idx, saved)
+        out = fn(*args) if perturb is None else perturb.around(fn, args, perturb.indices(salt, i))
         salt = after(out)
 
 
@@ -858,9 +863,11 @@ class FreshInputs:
         if total < size:
             return []
         # Populated now, so no timed read takes a page fault the first time it meets a slot; and
-        # written now (adding 0 keeps every byte), so no call's change takes one either.
+        # on the reading side written now (adding 0 keeps every byte), so no call's change takes
+        # one either (17-19 ms for 512 MB). The filling side writes a round's slots before it.
         self._map = mmap.mmap(fd, total, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
-        torch.frombuffer(self._map, dtype=torch.uint8).add_(0)
+        if not self.fill:
+            torch.frombuffer(self._map, dtype=torch.uint8).add_(0)
         return [torch.frombuffer(self._map, dtype=base.dtype, count=base.numel(), offset=j * size).view(base.shape)
                 for j in range(min(self.capacity, total // size))]
 
@@ -914,12 +921,7 @@ def timed_fresh_round(fn, sets: list[list], first: int, line: AuditLine, fresh: 
         j, salt = answer % FRESH_SLOTS, answer // FRESH_SLOTS
         if not j < len(sets):
             _exit(5)
-        idx = change.indices(salt, j) if change is not None else None
-        if idx is not None:
-            saved = change.apply(idx, fresh.bits[j])
-        out = fn(*sets[j])
-        if idx is not None:
-            change.restore(idx, saved, fresh.bits[j])
+        out = fn(*sets[j]) if change is None else change.around(fn, sets[j], change.indices(salt, j), fresh.bits[j])
         answer = line.report(out)
 
 
@@ -1044,13 +1046,7 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
                 if kind == "fresh":
                     outs.append(fn(*inputs[cmd["subject"]].one(int(seed), int(k), salt)))
                     continue
-                args = inputs[cmd["subject"]].args
-                idx = perturb.indices(int(seed), int(k))
-                if idx is not None:
-                    saved = perturb.apply(idx)
-                outs.append(fn(*args))
-                if idx is not None:
-                    perturb.restore(idx, saved)
+                outs.append(perturb.around(fn, inputs[cmd["subject"]].args, perturb.indices(int(seed), int(k))))
             _save_audits(cmd["path"], outs)
             chan.event("replayed")
         elif op == "finish":
