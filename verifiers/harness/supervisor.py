@@ -954,17 +954,22 @@ class Supervisor:
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}
+        audits: list[dict] = []
 
         def calibration_round(s: str, n: int) -> float:
-            r, _ = timed(s, n, rng.getrandbits(62), [])
-            self.log.append(r)
-            return r["wall_s"]
+            # Audited as the timed rounds are: a candidate that knew these rounds (their sizes
+            # double from 1) could otherwise skip its work in them and have its rounds sized long.
+            rec, keys = timed(s, n, rng.getrandbits(62), pick_audits(rng, n))
+            self.log.append(rec)
+            if s == "candidate":
+                audits.extend({"kind": "warm", "seed": sd, "n": n, "index": j, "call": c,
+                               "round": f"calibration ({n} calls)"} for sd, j, c, _ in keys)
+            return rec["wall_s"]
 
         for s in subjects:
             calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], plan["max_iters"])
             base_n[s] = max(2, min(plan["max_iters"], int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
         rounds = plan["rounds"]
-        audits = []
         self.phase = "timed rounds"
         for r in range(rounds):
             order = subjects[r % len(subjects):] + subjects[: r % len(subjects)]
