@@ -282,3 +282,61 @@ def test_a_harness_method_swapped_in_its_class_is_named():
     finally:
         worker.AuditLine.rehearse = original
     assert not any("AuditLine" in p for p in integrity.problems())
+
+
+# A candidate's memory registered with userfaultfd, never served: each first touch of a page
+# waits for a handler thread, and the candidate's threads are all stopped while it is read.
+_UFFD_HOLDER = r'''
+import ctypes, fcntl, mmap, os, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+fd = libc.syscall(323, os.O_CLOEXEC | os.O_NONBLOCK)  # userfaultfd(2), x86-64
+if fd < 0:
+    print("ERR", os.strerror(ctypes.get_errno()), flush=True)
+    sys.exit(1)
+fcntl.ioctl(fd, 0xC018AA3F, bytearray(struct.pack("QQQ", 0xAA, 0, 0)))  # UFFDIO_API
+size = 1 << 20
+region = mmap.mmap(-1, size)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(region))
+fcntl.ioctl(fd, 0xC020AA00, bytearray(struct.pack("QQQQ", addr, size, 1, 0)))  # UFFDIO_REGISTER, missing pages
+print("ADDR", addr, size, flush=True)
+time.sleep(120)
+'''
+
+
+def test_reading_memory_held_by_userfaultfd_fails_at_once_instead_of_waiting(need):
+    """The supervisor's read has no deadline of its own. Memory a candidate registered with
+    userfaultfd and never serves would make a read of it wait for ever, if the kernel let a
+    read through /proc/<pid>/mem wait on the handler. It does not (a remote read cannot retry
+    the fault, so the kernel fails it: EIO on 6.18 here): the read comes back at once, and the
+    audit says the memory could not be read. Creating the userfaultfd needs root or
+    vm.unprivileged_userfaultfd = 1 (the sandboxes allow neither, and the symbol check denies
+    `syscall`); this test makes one outside the sandbox, as the worst case."""
+    import json
+    import platform
+    import subprocess
+    import time
+
+    need(platform.machine() == "x86_64", "the userfaultfd syscall number here is x86-64's")
+    holder = subprocess.Popen([sys.executable, "-c", _UFFD_HOLDER], stdout=subprocess.PIPE, text=True)
+    try:
+        first = holder.stdout.readline().split()
+        need(first[:1] == ["ADDR"], f"no userfaultfd here ({' '.join(first[1:]) or 'no answer'}): it needs root "
+             "or vm.unprivileged_userfaultfd = 1")
+        addr, size = int(first[1]), int(first[2])
+        sup = supervisor.AuditLine(cap=size, who="candidate")
+        sup.attach(holder.pid)
+        report = json.dumps({"outs": [[addr, size, "float32", 4, [size // 4], [1]]]}).encode()
+        box = {}
+        t0 = time.monotonic()
+        reader = threading.Thread(target=lambda: box.setdefault("got", sup._read(report, 0)), daemon=True)
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive(), "the supervisor's read waited on the candidate's userfaultfd handler"
+        assert time.monotonic() - t0 < 5
+        assert isinstance(box["got"], str) and box["got"].startswith("its memory could not be read"), box["got"]
+        os.close(sup.mem)
+        os.close(sup.line)
+    finally:
+        holder.kill()
+        holder.wait()
