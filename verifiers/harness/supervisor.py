@@ -965,7 +965,7 @@ class Supervisor:
             self.log.append(rec)
             if s == "candidate":
                 audits.extend({"kind": "warm", "seed": sd, "n": n, "index": j, "call": c,
-                               "round": f"calibration ({n} calls)"} for sd, j, c, _ in keys)
+                               "round": f"calibration ({n} call{'' if n == 1 else 's'})"} for sd, j, c, _ in keys)
             return rec["wall_s"]
 
         for s in subjects:
