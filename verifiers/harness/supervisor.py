@@ -956,6 +956,12 @@ class Supervisor:
         base_n: dict[str, int] = {}
         audits: list[dict] = []
 
+        def note_audits(keys: list, kind: str, n: int, label) -> None:
+            # What the replay needs to make each audited call's input again, and where it was.
+            audits.extend({"kind": kind, "seed": sd, "n": n, "index": j, "call": k,
+                           **({"salt": salt} if salt is not None else {}), "round": label}
+                          for sd, j, k, salt in keys)
+
         def calibration_round(s: str, n: int) -> float:
             # The candidate's are audited as the timed rounds are: one that knew these rounds
             # (their sizes double from 1) could otherwise skip its work in them and have its
@@ -964,8 +970,7 @@ class Supervisor:
             rec, keys = timed(s, n, rng.getrandbits(62), pick_audits(rng, n) if s == "candidate" else [])
             self.log.append(rec)
             if s == "candidate":
-                audits.extend({"kind": "warm", "seed": sd, "n": n, "index": j, "call": c,
-                               "round": f"calibration ({n} call{'' if n == 1 else 's'})"} for sd, j, c, _ in keys)
+                note_audits(keys, "warm", n, f"calibration ({n} call{'' if n == 1 else 's'})")
             return rec["wall_s"]
 
         for s in subjects:
@@ -984,7 +989,7 @@ class Supervisor:
                 rec["round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits += [{"kind": "warm", "seed": sd, "n": n, "index": j, "call": k, "round": r} for sd, j, k, _ in keys]
+                    note_audits(keys, "warm", n, r)
         # Fresh rounds, eager's and the candidate's, interleaved: the speed the candidate is
         # credited with may exceed what it shows on inputs no call saw before only by a little
         # (the verifier's fresh_slack), so keeping what it saw earns it little.
@@ -999,8 +1004,7 @@ class Supervisor:
                 rec["fresh_round"] = r
                 self.log.append(rec)
                 if s == "candidate":
-                    audits += [{"kind": "fresh", "seed": sd, "n": n, "index": j, "call": k, "salt": salt,
-                                "round": f"fresh {r}"} for sd, j, k, salt in keys]
+                    note_audits(keys, "fresh", n, f"fresh {r}")
         result["audits"] = audits
         self.phase = "audit"
         # The candidate reports, then all of it dies; only then are the outputs read from it
