@@ -98,3 +98,48 @@ def test_candidate_rendered_at_one_size_runs_at_another(name, ksb, task_dir):
     other_task.write_text(other_task.read_text() + extra)
     res = quick_test(ksb, other_task, cand, seeds=(5,))
     assert res.ok, (res.error, res.detail[-1500:], res.trials)
+
+
+# Shapes past the row reductions' parallel threshold (32768 elements), where the rows are claimed
+# per thread: chunk and range boundaries that fall mid-range (37 rows of 1000: ranges of 19, chunks
+# of 16), one row per chunk (3 rows of 20000), and a range left empty (1 row for two threads).
+PARALLEL_ROW_SHAPES = [(37, 1000), (3, 20000), (1, 40000)]
+
+
+def _candidate(ksb, task_dir, name: str):
+    from assay.kernels import inspect_task
+
+    p = plan(inspect_task(ksb, shrink(EXAMPLES / f"{name}.py", task_dir)))[0]
+    cand = task_dir / f"{name}_candidate.py"
+    cand.write_text(render(p.template, p.space.configs[0]))
+    return cand
+
+
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
+def test_row_reduction_claims_every_row_once_at_parallel_sizes(name, ksb, task_dir):
+    from assay.kernels.task import resized
+
+    cand = _candidate(ksb, task_dir, name)
+    size_names = {"softmax": ("ROWS", "COLS"), "rmsnorm": ("ROWS", "HIDDEN")}[name]
+    for rows, cols in PARALLEL_ROW_SHAPES:
+        task = resized(EXAMPLES / f"{name}.py", task_dir / f"{name}_{rows}x{cols}.py", dict(zip(size_names, (rows, cols))))
+        res = quick_test(ksb, task, cand, seeds=(3,))
+        assert res.ok, (rows, cols, res.error, res.detail[-1500:], res.trials)
+
+
+def test_softmax_with_masked_entries_matches_eager(ksb, task_dir):
+    """Attention masks put -inf in rows: exp must give exactly 0 there with its one-sided clamp, and
+    a row masked whole gives NaN, as eager's does."""
+    from assay.kernels.task import resized
+
+    cand = _candidate(ksb, task_dir, "softmax")
+    task = resized(EXAMPLES / "softmax.py", task_dir / "softmax_masked.py", {"ROWS": 37, "COLS": 1000})
+    task.write_text(task.read_text() + (
+        "\n\ndef get_inputs():\n"
+        "    x = torch.randn(ROWS, COLS) * 4\n"
+        "    x[:, ::3] = float('-inf')\n"
+        "    x[5, 2:] = float('-inf')  # one live entry: its probability is exactly 1\n"
+        "    x[7] = float('-inf')  # no live entry: NaN\n"
+        "    return [x]\n"))
+    res = quick_test(ksb, task, cand, seeds=(4,))
+    assert res.ok, (res.error, res.detail[-1500:], res.trials)
