@@ -38,3 +38,10 @@ def test_the_wrong_infinity_or_a_number_for_one_fails(compare, got):
 def test_a_plain_difference_past_the_tolerance_fails(compare):
     r = compare(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.001]), 1e-4, 1e-4)
     assert not r["ok"] and r["mismatched"] == 1 and abs(r["max_abs_err"] - 0.001) < 1e-6
+
+
+def test_a_wrong_imaginary_part_fails(compare):
+    want = torch.tensor([1 + 2j, 3 - 1j])
+    r = compare(want, torch.tensor([1 + 0j, 3 - 1j]), 1e-4, 1e-4)
+    assert not r["ok"] and r["mismatched"] == 1
+    assert compare(want, want.clone(), 1e-4, 1e-4)["ok"]

@@ -38,6 +38,22 @@ def test_compare_nan_only_where_the_reference_has_nan():
     assert not compare(inf, torch.tensor([3e38, -float("inf")]), CRITERIA)[0]
 
 
+def test_complex_outputs_compare_both_parts():
+    # .double() of a complex tensor keeps its real part: an imaginary part of anything once passed.
+    want = torch.polar(torch.rand(64) + 0.5, torch.rand(64) * 6)
+    assert compare(want.clone(), want, CRITERIA)[0]
+    wrong_imag = torch.complex(want.real, torch.zeros(64))
+    ok, why, _ = compare(wrong_imag, want, CRITERIA)
+    assert not ok and why.startswith("64 of 64 elements off")
+    assert not compare(want.conj(), want, CRITERIA)[0]  # a lazily conjugated tensor is read as its values
+    # Each part gets the tolerance of its dtype (float32's for complex64), not an exact match.
+    assert compare(want + 5e-5j, want, CRITERIA)[0]
+    assert not compare(want + 1e-3j, want, CRITERIA)[0]
+    nan = torch.tensor([complex(1, float("nan")), 2 + 0j])
+    assert compare(nan.clone(), nan, CRITERIA)[0]
+    assert not compare(torch.tensor([complex(float("nan"), 1), 2 + 0j]), nan, CRITERIA)[0]
+
+
 def test_integer_outputs_must_match_exactly():
     want = torch.arange(10)
     assert compare(want.clone(), want, CRITERIA)[0]
