@@ -33,15 +33,20 @@ int main() {
         for (long r = 0; r < nrows; ++r)
           if (seen[r].load() != 1) { ++bad; std::printf("nt %d nrows %ld chunk %ld row %ld seen %d\n", nt, nrows, chunk, r, seen[r].load()); }
       }
-  // Thread 0 is held (as if parked) in its first row for 300 ms; thread 1 must do everything else.
+  // Thread 0 is held (as if parked) in its first row until thread 1 has left claim_rows (or 20 s
+  // pass); thread 1 must have done everything else by then.
   const long nrows = 1000, chunk = 16;
   std::vector<int> by(nrows, -1);
   RowClaim claims[2];
+  std::atomic<int> done{0};
 #pragma omp parallel num_threads(2)
-  claim_rows(claims, nrows, chunk, [&](long r) {
-    if (r == 0) usleep(300000);
-    by[r] = omp_get_thread_num();
-  });
+  {
+    claim_rows(claims, nrows, chunk, [&](long r) {
+      for (int ms = 0; r == 0 && !done.load() && ms < 20000; ++ms) usleep(1000);
+      by[r] = omp_get_thread_num();
+    });
+    if (omp_get_thread_num() == 1) done.store(1);
+  }
   long held = 0;
   for (long r = 0; r < nrows; ++r) held += by[r] == 0;
   std::printf("%ld %ld\n", bad, held);
@@ -61,4 +66,5 @@ def test_rows_are_claimed_once_and_a_held_thread_keeps_only_its_first_chunk(tmp_
     bad, held = map(int, out[-2].split())
     assert bad == 0, out[:20]
     # Thread 0 claimed rows 0-15 before it was held; the 484 other rows of its range went to thread 1.
+    # (With a fixed split, thread 1 leaves after its own 500 and thread 0 does the rest: 500.)
     assert held == 16, f"the held thread did {held} rows"
