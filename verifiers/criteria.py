@@ -116,8 +116,16 @@ class Criteria(_Strict):
     sha256: str = ""
 
     def tolerance(self, dtype: str) -> Tolerance:
-        """Tolerance for an output dtype ('float32', ...); anything not listed must match exactly."""
-        return self.correctness.tolerance.get(dtype, Tolerance(atol=0.0, rtol=0.0))
+        """Tolerance for an output dtype ('float32', ...); a complex dtype not listed takes its
+        parts' (complex64: float32's); anything else not listed must match exactly."""
+        listed = self.correctness.tolerance
+        if dtype not in listed and dtype in _COMPLEX_PARTS:
+            dtype = _COMPLEX_PARTS[dtype]
+        return listed.get(dtype, Tolerance(atol=0.0, rtol=0.0))
+
+
+# The dtype of a complex dtype's real and imaginary parts.
+_COMPLEX_PARTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
 
 def _criteria_dir():

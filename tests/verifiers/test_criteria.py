@@ -19,6 +19,9 @@ def test_shipped_profiles_load_and_hold_the_issue_floor():
         assert c.tolerance("float32").atol == pytest.approx(1e-4)
         assert c.tolerance("float32").rtol == pytest.approx(1e-4)
         assert c.tolerance("int64").atol == 0 and c.tolerance("int64").rtol == 0
+        # A complex dtype not listed takes its parts' tolerance.
+        assert c.tolerance("complex64") == c.tolerance("float32")
+        assert c.tolerance("complex128") == c.tolerance("float64")
         assert "aten::softmax" not in c.ops.allowed and "aten::_softmax" not in c.ops.allowed
 
 
