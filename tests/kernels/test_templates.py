@@ -78,18 +78,24 @@ def test_candidate_forward_calls_no_torch_compute(ksb, suite_infos):
         assert "Model(" not in ast.unparse(tree), name
 
 
+def _candidate(ksb, task_dir, name: str):
+    """The default configuration's candidate, planned on the task shrunk into `task_dir`."""
+    from assay.kernels import inspect_task
+
+    p = plan(inspect_task(ksb, shrink(EXAMPLES / f"{name}.py", task_dir)))[0]
+    cand = task_dir / f"{name}_candidate.py"
+    cand.write_text(render(p.template, p.space.configs[0]))
+    return cand
+
+
 @pytest.mark.parametrize("name", ["scale_clamp_mul", "rmsnorm", "linear_bias_relu", "bias_gelu_residual"])
 def test_candidate_rendered_at_one_size_runs_at_another(name, ksb, task_dir):
     """A verifier resizes the task (module constants) and reuses the agent's candidate: sizes and
     constructor constants must come from the arguments and shapes, not be baked in."""
-    from assay.kernels import inspect_task
     from assay.kernels.task import resized, size_constants
 
     src = EXAMPLES / f"{name}.py"
-    small = shrink(src, task_dir)
-    p = plan(inspect_task(ksb, small))[0]
-    cand = task_dir / f"{name}_candidate.py"
-    cand.write_text(render(p.template, p.space.configs[0]))
+    cand = _candidate(ksb, task_dir, name)
     sizes = size_constants(src.read_text())
     other = {k: max(2, v // 64 + 5) for k, v in sizes.items()}   # different, still odd-ish sizes
     floats = {"SCALE": 0.75, "CLAMP_MIN": -0.5, "EPS": 1e-3}     # constructor constants move too
@@ -104,15 +110,6 @@ def test_candidate_rendered_at_one_size_runs_at_another(name, ksb, task_dir):
 # per thread: chunk and range boundaries that fall mid-range (37 rows of 1000: ranges of 19, chunks
 # of 16), one row per chunk (3 rows of 20000), and a range left empty (1 row for two threads).
 PARALLEL_ROW_SHAPES = [(37, 1000), (3, 20000), (1, 40000)]
-
-
-def _candidate(ksb, task_dir, name: str):
-    from assay.kernels import inspect_task
-
-    p = plan(inspect_task(ksb, shrink(EXAMPLES / f"{name}.py", task_dir)))[0]
-    cand = task_dir / f"{name}_candidate.py"
-    cand.write_text(render(p.template, p.space.configs[0]))
-    return cand
 
 
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm"])
