@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,30 @@ int main() {
   SWEEP("silu", vsilu(x), xd / (1 + std::exp(-xd)), -120., 120.)
   SWEEP("tanh", vtanh(x), std::tanh(xd), -20., 20.)
   SWEEP("gelu_tanh", vgelu_tanh(x), gelu_tanh(xd), -12., 12.)
+  // softplus where its value is far below 1: relative error alone (the table's last intervals, and
+  // below -15.7 the exp-and-log form, where a table left at its last value would be off by orders).
+  { double worst = 0;
+    for (double x0 = -120.; x0 < 0.; x0 += 120. / 4e5) {
+      float v[VW]; for (int i = 0; i < VW; ++i) v[i] = (float)x0 + i * 3e-6f;
+      vf r = vsoftplus(vload(v), 1.f, 20.f);
+      for (int i = 0; i < VW; ++i) { double want = softplus(v[i], 1, 20);
+        // Below fp32's normal range, a couple of the smallest denormals either way.
+        double err = want < 1.2e-38 ? std::fabs(r[i] - want) / 0x1p-126 : std::fabs(r[i] / want - 1);
+        if (!(err <= worst)) worst = err; } }
+    std::printf("softplus_tail %.3e\n", worst); }
   int bad = 0;
+  // Lanes of one vector on both sides of softplus' table range, each as if it were alone: a lane
+  // below -15.7 or a NaN sends the whole vector to the exp-and-log form, the others to the table.
+  { const float mix[16] = {-20.f, -1.f, 0.5f, 3.f, 16.5f, NAN, -INFINITY, INFINITY,
+                           -15.71f, -15.69f, 15.74f, 15.76f, -104.f, 0.f, -0.f, 40.f};
+    for (int pass = 0; pass < 2; ++pass) {
+      float in[VW]; for (int i = 0; i < VW; ++i) in[i] = mix[i];
+      if (pass) for (int i = 0; i < VW; ++i) if (!(in[i] >= -15.7f)) in[i] = -15.69f + i * 0.01f;
+      vf r = vsoftplus(vload(in), 1.f, 20.f);
+      for (int i = 0; i < VW; ++i) {
+        double want = softplus(in[i], 1, 20);
+        bool ok = std::isnan(want) ? std::isnan(r[i]) : (std::isinf(want) || want < 1.2e-38) ? r[i] == (float)want : std::fabs(r[i] / want - 1) < 1e-6;
+        if (!ok) { std::printf("edge softplus lane %d of a mixed vector: %g gave %.9g, want %.9g\n", i, in[i], r[i], want); ++bad; } } } }
   // |tanh| never exceeds 1, and is exactly 1 from 9.02 on, where fp32 rounds tanh to 1.
   { long off = 0; for (double x0 = -12; x0 < 12; x0 += 1e-4) { float a = vtanh(vsplat((float)x0))[0];
       off += a > 1.f || a < -1.f || (std::fabs(x0) > 9.02 && std::fabs(a) != 1.f); }
@@ -134,6 +158,24 @@ def test_activations_match_double_precision(tmp_path, flags):
     worst = {line.split()[0]: float(line.split()[1]) for line in out if line and not line.startswith(("bad", "edge"))}
     assert out[-2] == "bad 0" or out[-1] == "bad 0", [line for line in out if line.startswith("edge")]
     assert set(worst) == {"softplus", "softplus_beta", "tanh_softplus", "tanh_softplus_beta", "mish", "erf", "gelu",
-                          "sigmoid", "silu", "tanh", "gelu_tanh"}
+                          "sigmoid", "silu", "tanh", "gelu_tanh", "softplus_tail"}
     too_far = {k: v for k, v in worst.items() if not v < 2e-6}
     assert not too_far, too_far
+
+
+def test_tables_are_what_the_generator_fits(monkeypatch):
+    """vecmath.h's coefficient tables come from kernels/cpp/tables.py: refitting gives the same
+    numbers (to a last bit, which another LAPACK may round the other way), so they can be checked
+    and regenerated rather than trusted."""
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("vecmath_tables", VECMATH.parent / "tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, tables)  # its dataclasses look themselves up there
+    spec.loader.exec_module(tables)
+    shipped = tables.numbers(tables.current(VECMATH.read_text()))
+    fitted = tables.numbers(tables.block())
+    assert len(shipped) == len(fitted) == sum((t.degree + 1) * tables.INTERVALS for t in tables.TABLES)
+    assert np.allclose(shipped, fitted, rtol=1e-6, atol=1e-30), "run: python kernels/cpp/tables.py --write"
