@@ -145,9 +145,11 @@ ROW_SPACE = {"unroll": [2, 1, 4], "nt": [1, 0]}
 # Algorithms per op, the default first. softmax 2: exp once into a per-thread scratch row, then
 # one streaming pass writes y, so y's lines are never read (no read-for-ownership traffic).
 ROW_ALGS = {"softmax": [2, 0, 1], "log_softmax": [0], "layer_norm": [0, 1], "rms_norm": [0]}
-# How many rows ahead a row's write pass fetches. log_softmax, three passes per row, chose 2 over
-# 1 in all four tunings that offered both (about 6%); the others split evenly (bench/RESULTS.md).
-ROW_PREFETCH = {"log_softmax": 2}
+# How many rows ahead a row's exp or write pass asks for with a prefetch hint; 0: none, the
+# hardware prefetcher alone. Since each thread reads its rows as one stream (claim_rows) the hint
+# one row ahead was never the best: softmax gains from 2 ahead, the others run fastest without
+# (bench/RESULTS.md).
+ROW_PREFETCH = {"softmax": 2}
 
 
 def rowreduce_space(op: str) -> list[dict]:
@@ -206,7 +208,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
     if ({'ALG == 2' if op == 'softmax' else '0'}) {{
       vf s = vsplat(0.f);
       vmap_range<U, 0>(scratch, cols, [&](long i, long cnt) -> vf {{
-        vprefetch(nx + i);
+        if (PF) vprefetch(nx + i);
         vf e = vexp_nonpos(LD(xr, i, cnt) - mv);
         s += cnt == VW ? e : vfirst(e, cnt);
         return e;
@@ -217,7 +219,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
       // exp once: store it, sum it, then scale the row while it is still in cache
       vf s = vsplat(0.f);
       vmap_range<U, 0>(yr, cols, [&](long i, long cnt) -> vf {{
-        vprefetch(nx + i);
+        if (PF) vprefetch(nx + i);
         vf e = vexp_nonpos(LD(xr, i, cnt) - mv);
         s += cnt == VW ? e : vfirst(e, cnt);
         return e;
@@ -232,9 +234,9 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
         return a + (m == VW ? e : vfirst(e, m));
       }});
       const float sum = vhsum(sv);
-      {'const vf inv = vsplat(1.0f / sum); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { vprefetch(nx + i); return vexp_nonpos(LD(xr, i, cnt) - mv) * inv; });'
+      {'const vf inv = vsplat(1.0f / sum); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { if (PF) vprefetch(nx + i); return vexp_nonpos(LD(xr, i, cnt) - mv) * inv; });'
        if op == 'softmax' else
-       'const vf sh = mv + vsplat(logf(sum)); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { vprefetch(nx + i); return LD(xr, i, cnt) - sh; });'}
+       'const vf sh = mv + vsplat(logf(sum)); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { if (PF) vprefetch(nx + i); return LD(xr, i, cnt) - sh; });'}
     }}"""
     elif op == "layer_norm":
         row = """
@@ -264,7 +266,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
     }
     const vf mv = vsplat(mean), rv = vsplat(rstd);
     vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf {
-      vprefetch(nx + i);
+      if (PF) vprefetch(nx + i);
       vf y = (LD(xr, i, cnt) - mv) * rv;
       if (HAS_W) y = y * LD(w, i, cnt);
       if (HAS_B) y = y + LD(b, i, cnt);
@@ -277,7 +279,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
     })) / (float)cols;
     const vf rv = vsplat(1.0f / sqrtf(ms + eps));
     vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf {
-      vprefetch(nx + i);
+      if (PF) vprefetch(nx + i);
       vf y = LD(xr, i, cnt) * rv;
       if (HAS_W) y = y * LD(w, i, cnt);
       return y;
@@ -286,7 +288,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
         raise ValueError(op)
     src = f"""{vecmath()}
 {_ROW_PRELUDE}
-static const int HAS_W = {has_w}, HAS_B = {has_b}, PF = {ROW_PREFETCH.get(op, 1)};
+static const int HAS_W = {has_w}, HAS_B = {has_b}, PF = {ROW_PREFETCH.get(op, 0)};
 
 template <int U, int NT, int ALG>
 static void rows(float* out, const float* const* L, const long* D, const float* K) {{
@@ -308,7 +310,7 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
     claim_rows(claims, nrows, rchunk, [&](long r) {{
       const float* xr = x + r * cols;
       float* yr = out + r * cols;
-      const float* nx = r + PF < nrows ? xr + PF * cols : xr;  // a row ahead, prefetched while this one computes
+      const float* nx = r + PF < nrows ? xr + PF * cols : xr;  // PF rows ahead, prefetched while this one computes
       (void)nx;
       {row}
     }});
