@@ -4,6 +4,8 @@ playbook brain (assay.agents) calls these and drives the MCP tools with the resu
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from assay.kernels import cpp_templates, triton_templates
@@ -76,7 +78,8 @@ def space_for(template: Template) -> list[dict]:
     if template.kind == "elementwise":
         return cpp_templates.elementwise_space()
     if template.kind == "rowreduce":
-        return cpp_templates.rowreduce_space(template.spec["op"])
+        x = template.info.ref_meta(template.spec["x"])["shape"]
+        return cpp_templates.rowreduce_space(template.spec["op"], 4 * math.prod(x))
     return cpp_templates.matmul_space()
 
 

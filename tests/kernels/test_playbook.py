@@ -125,3 +125,15 @@ def test_tanh_of_softplus_renders_as_one_exp():
 
     assert body([sp, tanh, mul])[1:] == ["const vf v1 = vtanh_softplus(x0, c0[0], c1[0]);", "const vf v2 = (x0 * v1);"]
     assert body([sp]) == ["const vf v0 = vsoftplus(x0, c0[0], c1[0]);"]
+
+
+def test_large_row_reductions_write_with_streaming_stores_only():
+    """The tuner's one-call-per-flush timing does not charge plain stores' write-back, the
+    verifier's back-to-back rounds do: from 8 MB of output the choice is not left to the tuner."""
+    from assay.kernels.cpp_templates import ROW_STREAM_ONLY_BYTES, rowreduce_space
+
+    big = rowreduce_space("softmax", 4096 * 1024 * 4)
+    assert big and {c["nt"] for c in big} == {1}
+    assert {c["alg"] for c in big} == {0, 1, 2} and {c["unroll"] for c in big} == {1, 2, 4}
+    small = rowreduce_space("softmax", ROW_STREAM_ONLY_BYTES - 4)
+    assert {c["nt"] for c in small} == {0, 1} and len(small) == 2 * len(big)
