@@ -317,7 +317,7 @@ AI vf verf(vf x) { return vnan_through(x, verf_body(x)); }
 // A NaN x needs no select: the product with x is NaN again.
 AI vf vgelu(vf x) {
 #if defined(__AVX512F__)
-  // erf from a table in |x| (a quarter of the instructions of the rational): 1.3e-7 from double.
+  // erf from a table in |x| (about two thirds of the rational form's instructions): 1.3e-7 from double.
   // The clamp passes a NaN on as 31.49; the product with x makes the result NaN again.
   const vf e = vtable<TAB_ERF_D>(TAB_ERF, vmin(vabs(x) * (1.0f / TAB_ERF_W), vsplat(31.49f)));
   return 0.5f * x * (1.0f + vcopysign(e, x));
