@@ -206,10 +206,6 @@ AI vf vtable(const float (*T)[32], vf y) {
   for (int j = D - 1; j >= 0; --j) p = p * s + vtable_row(T[j], idx);
   return p;
 }
-// Table T (one of the generated block's, with its T_W and T_D) at |x|. |x| past the table's end is
-// clamped to 31.49, which still rounds into the last interval, so the index never wraps to 0; a NaN
-// comes out of the clamp as 31.49 too.
-#define VTABLE_ABS(T, x) vtable<T##_D>(T, vmin(vabs(x) * (1.0f / T##_W), vsplat(31.49f)))
 #endif
 
 // exp on inputs clamped to the finite range: no inf, no NaN out. The building block of the
@@ -322,8 +318,9 @@ AI vf verf(vf x) { return vnan_through(x, verf_body(x)); }
 AI vf vgelu(vf x) {
 #if defined(__AVX512F__)
   // erf from a table in |x| (about two thirds of the rational form's instructions): 1.3e-7 from double.
-  // A NaN x: the table gives a number, and the product with x makes the result NaN again.
-  return 0.5f * x * (1.0f + vcopysign(VTABLE_ABS(TAB_ERF, x), x));
+  // The clamp passes a NaN on as 31.49; the product with x makes the result NaN again.
+  const vf e = vtable<TAB_ERF_D>(TAB_ERF, vmin(vabs(x) * (1.0f / TAB_ERF_W), vsplat(31.49f)));
+  return 0.5f * x * (1.0f + vcopysign(e, x));
 #else
   return 0.5f * x * (1.0f + verf_body(x * 0.70710678118654752f));
 #endif
@@ -332,7 +329,8 @@ AI vf vgelu(vf x) {
 AI vf vgelu_tanh(vf x) {
 #if defined(__AVX512F__)
   // The same for tanh of the cubic: one table in |x| (kernels/cpp/tables.py).
-  return 0.5f * x * (1.0f + vcopysign(VTABLE_ABS(TAB_GELU_TANH, x), x));
+  const vf t = vtable<TAB_GELU_TANH_D>(TAB_GELU_TANH, vmin(vabs(x) * (1.0f / TAB_GELU_TANH_W), vsplat(31.49f)));
+  return 0.5f * x * (1.0f + vcopysign(t, x));
 #else
   return 0.5f * x * (1.0f + vtanh_body(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 #endif
@@ -366,7 +364,7 @@ AI vf vsoftplus_unscaled(vf v) {
   // in place of exp(v) below -15.7; such a vector (or one with a NaN) takes the form below. The
   // test comes after the table, not before: as a branch around it, streamed softplus ran 7-15%
   // slower (bench/activations.py, same rounds).
-  const vf r = vmax(v, vsplat(0.f)) + VTABLE_ABS(TAB_SOFTPLUS, v);
+  const vf r = vmax(v, vsplat(0.f)) + vtable<TAB_SOFTPLUS_D>(TAB_SOFTPLUS, vmin(vabs(v) * (1.0f / TAB_SOFTPLUS_W), vsplat(31.49f)));
   const __mmask16 in = _mm512_cmp_ps_mask((__m512)v, _mm512_set1_ps(-15.7f), _CMP_GE_OQ);
   if (__builtin_expect(_kortestc_mask16_u8(in, in), 1)) return r;
 #endif
