@@ -28,6 +28,10 @@ END = "// END TABLES"
 INTERVALS = 32  # two zmm registers of 16 floats: one vpermt2ps per coefficient
 
 
+def _tanh_softplus(x: float) -> float:
+    return math.tanh(max(x, 0.0) + math.log1p(math.exp(-abs(x))))
+
+
 @dataclass(frozen=True)
 class Table:
     name: str
@@ -36,6 +40,7 @@ class Table:
     degree: int
     odd_first: bool = False  # interval 0 as an odd polynomial (f is odd): f(0) is exactly 0
     why: str = ""
+    shift: int = 0  # interval k is centred on (k - shift) * width: a signed range for shift > 0
 
 
 TABLES = (
@@ -45,17 +50,21 @@ TABLES = (
           why="tanh(sqrt(2 / pi) (u + 0.044715 u^3)) for u = |x| in [0, 6.3): gelu_tanh's; 1 in fp32 from 3.9 on"),
     Table("TAB_SOFTPLUS", lambda a: math.log1p(math.exp(-a)), 0.5, 5,
           why="log1p(exp(-a)) for a = |x| in [0, 15.75): softplus less max(x, 0)"),
+    # Width 1 (a power of two) keeps the interval's offset exact in fp32 for a signed x; a shifted
+    # y = x / w + shift would round away the low bits that tanh(softplus)'s relative error needs.
+    Table("TAB_TANH_SOFTPLUS", lambda x: _tanh_softplus(x), 1.0, 6, shift=22,
+          why="tanh(softplus(x)) for x in [-22.5, 9.5): mish's; 1 in fp32 from 9.01 on"),
 )
 
 
 def fit(t: Table) -> np.ndarray:
     """Coefficients [degree + 1, INTERVALS] in fp32: interval k's polynomial in s in [-0.5, 0.5],
-    where u = (k + s) * width."""
+    where u = (k - shift + s) * width."""
     m = 256
     s = 0.5 * np.cos(np.pi * (np.arange(m) + 0.5) / m)
     out = np.zeros((t.degree + 1, INTERVALS))
     for k in range(INTERVALS):
-        y = np.array([t.f((k + si) * t.width) for si in s])
+        y = np.array([t.f((k - t.shift + si) * t.width) for si in s])
         powers = [j for j in range(t.degree + 1) if not (k == 0 and t.odd_first and j % 2 == 0)]
         V = np.stack([s ** j for j in powers], axis=1)
         w = 1.0 / np.maximum(np.abs(y), 1e-30)
@@ -72,6 +81,8 @@ def block() -> str:
         lines.append(f"// {t.why}; width {t.width}, degree {t.degree}. Row j: coefficient of s^j.")
         lines.append(f"#define {t.name}_W {t.width!r}f")
         lines.append(f"#define {t.name}_D {t.degree}")
+        if t.shift:
+            lines.append(f"#define {t.name}_SHIFT {t.shift}")
         lines.append(f"static const float {t.name}[{t.degree + 1}][{INTERVALS}] __attribute__((aligned(64))) = {{")
         for row in c:
             lines.append("  {" + ", ".join(f"{float(v):.9e}f" for v in row) + "},")

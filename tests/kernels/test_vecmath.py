@@ -104,7 +104,28 @@ int main() {
         double err = want < 1.2e-38 ? std::fabs(r[i] - want) / 0x1p-126 : std::fabs(r[i] / want - 1);
         if (!(err <= worst)) worst = err; } }
     std::printf("softplus_tail %.3e\n", worst); }
+  // tanh(softplus(x)), mish's factor, where it is far below 1: relative error alone (its table's
+  // first intervals, and below -22.4 the exp form, where tanh(softplus(x)) is exp(x) in fp32).
+  { double worst = 0;
+    for (double x0 = -120.; x0 < 10.; x0 += 130. / 4e5) {
+      float v[VW]; for (int i = 0; i < VW; ++i) v[i] = (float)x0 + i * 3e-6f;
+      vf r = vtanh_softplus(vload(v), 1.f, 20.f);
+      for (int i = 0; i < VW; ++i) { double want = std::tanh(softplus(v[i], 1, 20));
+        double err = want < 1.2e-38 ? std::fabs(r[i] - want) / 0x1p-126 : std::fabs(r[i] / want - 1);
+        if (!(err <= worst)) worst = err; } }
+    std::printf("tanh_softplus_tail %.3e\n", worst); }
   int bad = 0;
+  // The same for tanh(softplus): lanes on both sides of its table's range [-22.4, 9.49] in one vector.
+  { const float mix[16] = {-23.f, -1.f, 0.5f, 3.f, 9.48f, NAN, -INFINITY, INFINITY,
+                           -22.41f, -22.39f, 9.5f, 12.f, -104.f, 0.f, -0.f, 40.f};
+    for (int pass = 0; pass < 2; ++pass) {
+      float in[VW]; for (int i = 0; i < VW; ++i) in[i] = mix[i];
+      if (pass) for (int i = 0; i < VW; ++i) if (!(in[i] >= -22.4f)) in[i] = -22.39f + i * 0.01f;
+      vf r = vtanh_softplus(vload(in), 1.f, 20.f);
+      for (int i = 0; i < VW; ++i) {
+        double want = std::tanh(softplus(in[i], 1, 20));
+        bool ok = std::isnan(want) ? std::isnan(r[i]) : want < 1.2e-38 ? r[i] == (float)want : std::fabs(r[i] / want - 1) < 1e-6;
+        if (!ok) { std::printf("edge tanh_softplus lane %d of a mixed vector: %g gave %.9g, want %.9g\n", i, in[i], r[i], want); ++bad; } } } }
   // Lanes of one vector on both sides of softplus' table range, each as if it were alone: a lane
   // below -15.7 or a NaN sends the whole vector to the exp-and-log form, the others to the table.
   { const float mix[16] = {-20.f, -1.f, 0.5f, 3.f, 16.5f, NAN, -INFINITY, INFINITY,
@@ -158,7 +179,7 @@ def test_activations_match_double_precision(tmp_path, flags):
     worst = {line.split()[0]: float(line.split()[1]) for line in out if line and not line.startswith(("bad", "edge"))}
     assert out[-2] == "bad 0" or out[-1] == "bad 0", [line for line in out if line.startswith("edge")]
     assert set(worst) == {"softplus", "softplus_beta", "tanh_softplus", "tanh_softplus_beta", "mish", "erf", "gelu",
-                          "sigmoid", "silu", "tanh", "gelu_tanh", "softplus_tail"}
+                          "sigmoid", "silu", "tanh", "gelu_tanh", "softplus_tail", "tanh_softplus_tail"}
     too_far = {k: v for k, v in worst.items() if not v < 2e-6}
     assert not too_far, too_far
 
