@@ -117,6 +117,38 @@ def test_rounds_slowed_by_page_faults_do_not_end_the_calibration(sup):
     assert len(s.rounds) > 2
 
 
+def test_rounds_that_fault_at_a_steady_pace_do_not_end_the_calibration(sup):
+    # Seen in a mish verdict: 24.7 ms for one 1.3 ms call (4096 page faults: its 16 MB output in
+    # new memory), 47.7 ms for two (8192): a steady pace over the quarter target, so the search
+    # ended there and sized the rounds at 4 calls where 70 fit; their fixed costs then failed
+    # timing_integrity's 3n/n check for an honest kernel. The faults stop after a few calls.
+    class NewMemory(Subject):
+        def __init__(self, steady: float, faulting_calls: int, per_fault_call: float):
+            super().__init__(steady)
+            self.faulting_calls, self.per_fault_call, self.last_faults = faulting_calls, per_fault_call, 0
+
+        def __call__(self, n: int) -> float:
+            faulting = max(0, min(n, self.faulting_calls - self.calls))
+            wall = super().__call__(n) + faulting * self.per_fault_call
+            self.clock += faulting * self.per_fault_call
+            self.last_faults = 4096 * faulting
+            return wall
+
+    s = NewMemory(steady=0.0013, faulting_calls=7, per_fault_call=0.0234)
+    per_call = sup.calibrate(s, 0.1, 2000, faults=lambda: s.last_faults)
+    assert per_call == pytest.approx(0.0013), s.rounds
+    assert int(0.1 / per_call) >= 70
+    # Without the fault counts it is the verdict's calibration: rounds of 1 and 2, then done.
+    blind = NewMemory(steady=0.0013, faulting_calls=7, per_fault_call=0.0234)
+    assert int(0.1 / sup.calibrate(blind, 0.1, 2000)) < 10 and blind.rounds == [1, 2]
+
+    # A subject whose every call faults (it writes new memory each time) is still sized, once a
+    # round fills the whole target, without doubling on to the round cap.
+    always = NewMemory(steady=0.0013, faulting_calls=10**9, per_fault_call=0.0234)
+    per_call = sup.calibrate(always, 0.1, 2000, faults=lambda: always.last_faults)
+    assert per_call == pytest.approx(0.0247) and always.rounds == [1, 2, 4, 8], always.rounds
+
+
 def test_calibration_respects_the_iteration_cap(sup):
     s = Subject(steady=1e-6)
     sup.calibrate(s, 0.1, 64)

@@ -216,7 +216,11 @@ def pick_audits(rng, n: int) -> list[int]:
     return [k for k in range(n) if rng.random() * n < 1.0]
 
 
-def calibrate(timed, target_s: float, max_iters: int, max_rounds: int = 8) -> float:
+# A calibration round with this many page faults or more was paying for new memory, not the calls.
+FAULTED_ROUND = 256
+
+
+def calibrate(timed, target_s: float, max_iters: int, max_rounds: int = 8, faults=None) -> float:
     """Seconds per iteration, for sizing the timed rounds: rounds of 1, 2, 4, ... iterations until
     one fills a quarter of `target_s` (at least two rounds), and the least time per iteration among
     them. A shared machine only ever adds time, and one call it slows (a timeslice, a page fault
@@ -227,11 +231,16 @@ def calibrate(timed, target_s: float, max_iters: int, max_rounds: int = 8) -> fl
     4000-8000 page faults (73 ms for one 1.4 ms call, 27 ms for two; or 2.3 ms for one, then 26
     ms for two), which ended the search after two rounds and sized every round at 3 to 44 calls
     where 70 fit, so a round's fixed costs (the cache flush's aftermath, reading the audited
-    output) weighed more."""
+    output) weighed more. Page faults can also last for every call of the first rounds at one
+    pace (24.7 ms for one 1.3 ms call with 4096 faults, 47.7 ms for two with 8192: settled, and
+    rounds of 4 calls where 70 fit, whose fixed costs then failed the 3n/n check), so a round
+    that faulted (`faults()`: the last round's count) counts as settled only if it fills the
+    whole target: a subject that faults on every call is still sized in a few rounds."""
     best, n = float("inf"), 1
     for k in range(max_rounds):
         wall = timed(n)
-        settled = 0.8 * best <= wall / n <= 1.5 * best
+        faulted = faults is not None and faults() >= FAULTED_ROUND and wall < target_s
+        settled = 0.8 * best <= wall / n <= 1.5 * best and not faulted
         best = min(best, wall / n)
         if n >= max_iters or (k >= 1 and wall >= target_s / 4 and settled):
             break
@@ -969,12 +978,15 @@ class Supervisor:
             # read: a read's hold comes out of the round's time, so sizing is the same either way.
             rec, keys = timed(s, n, rng.getrandbits(62), pick_audits(rng, n) if s == "candidate" else [])
             self.log.append(rec)
+            last_faults[0] = int(rec["faults"])
             if s == "candidate":
                 note_audits(keys, "warm", n, f"calibration ({n} call{'' if n == 1 else 's'})")
             return rec["wall_s"]
 
+        last_faults = [0]
         for s in subjects:
-            calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], plan["max_iters"])
+            calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], plan["max_iters"],
+                                      faults=lambda: last_faults[0])
             base_n[s] = max(2, min(plan["max_iters"], int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
         rounds = plan["rounds"]
         self.phase = "timed rounds"
