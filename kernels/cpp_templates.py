@@ -64,11 +64,21 @@ def leaf_dims(chain: Chain, first: int) -> dict[int, int]:
 
 # --- elementwise -------------------------------------------------------------------------
 
+# From this output size on, the templates write with streaming stores only. The tuner times one
+# call after each cache flush, so a plain store's write-back falls into the next flush, untimed;
+# the verifier times calls back to back and pays it. For softmax the tuner picked plain stores in
+# four of five cold `make demo` runs, and the verifier timed them at 1.0-1.35x eager where
+# streaming stores read 1.5-1.65x; the suite's silu and gelu were tuned to plain stores too, which
+# the verifier timed 0-11% slower than streaming ones in four of four pairs (bench/RESULTS.md).
+# Smaller outputs may stay in cache for whatever reads them next, so both stay in the space.
+STREAM_ONLY_BYTES = 8 << 20
+
 ELEMENTWISE_SPACE = {"unroll": [2, 1, 4], "nt": [0, 1], "part": [0, 1, 2]}
 
 
-def elementwise_space() -> list[dict]:
-    return _product(ELEMENTWISE_SPACE)
+def elementwise_space(out_bytes: int = 0) -> list[dict]:
+    nt = [1] if out_bytes >= STREAM_ONLY_BYTES else ELEMENTWISE_SPACE["nt"]
+    return _product({**ELEMENTWISE_SPACE, "nt": nt})
 
 
 def elementwise_source(spec: dict, configs: list[dict]) -> str:
@@ -152,17 +162,8 @@ ROW_ALGS = {"softmax": [2, 0, 1], "log_softmax": [0], "layer_norm": [0, 1], "rms
 ROW_PREFETCH = {"softmax": 2}
 
 
-# From this output size on, the row reductions write with streaming stores only. The tuner times
-# one call after each cache flush, so a plain store's write-back falls into the next flush,
-# untimed; the verifier times calls back to back and pays it. For softmax the tuner picked plain
-# stores in four of five cold `make demo` runs, and the verifier timed them at 1.0-1.35x eager
-# where streaming stores read 1.5-1.65x (bench/RESULTS.md). Smaller outputs may stay in cache for
-# whatever reads them next, so both stay in the space.
-ROW_STREAM_ONLY_BYTES = 8 << 20
-
-
 def rowreduce_space(op: str, out_bytes: int = 0) -> list[dict]:
-    nt = [1] if out_bytes >= ROW_STREAM_ONLY_BYTES else ROW_SPACE["nt"]
+    nt = [1] if out_bytes >= STREAM_ONLY_BYTES else ROW_SPACE["nt"]
     return _product({**ROW_SPACE, "nt": nt, "alg": ROW_ALGS[op]})
 
 

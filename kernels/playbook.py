@@ -76,7 +76,7 @@ def space_for(template: Template) -> list[dict]:
     if template.backend == "triton":
         return triton_templates.space(template.kind, template.spec)
     if template.kind == "elementwise":
-        return cpp_templates.elementwise_space()
+        return cpp_templates.elementwise_space(4 * math.prod(template.spec["out_shape"]))
     if template.kind == "rowreduce":
         x = template.info.ref_meta(template.spec["x"])["shape"]
         return cpp_templates.rowreduce_space(template.spec["op"], 4 * math.prod(x))

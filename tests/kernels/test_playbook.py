@@ -111,7 +111,7 @@ def test_a_real_task_without_template_ends_in_no_candidate(ksb, task_dir):
     assert isinstance(res, NoTemplate) and "cumsum" in res.reason
 
 
-def test_tanh_of_softplus_renders_as_one_exp():
+def test_tanh_of_softplus_renders_as_the_fused_function():
     """mish written out (x * tanh(softplus(x))) uses the fused tanh(softplus) of vecmath.h, and the
     C++ the plan renders says so; softplus alone keeps its own function."""
     sp = {"op": "softplus", "args": {"input": "%in0", "beta": 1.0, "threshold": 20.0}, "shape": [64, 128], "dtype": "float32"}
@@ -127,13 +127,20 @@ def test_tanh_of_softplus_renders_as_one_exp():
     assert body([sp]) == ["const vf v0 = vsoftplus(x0, c0[0], c1[0]);"]
 
 
-def test_large_row_reductions_write_with_streaming_stores_only():
+def test_large_outputs_write_with_streaming_stores_only():
     """The tuner's one-call-per-flush timing does not charge plain stores' write-back, the
     verifier's back-to-back rounds do: from 8 MB of output the choice is not left to the tuner."""
-    from assay.kernels.cpp_templates import ROW_STREAM_ONLY_BYTES, rowreduce_space
+    from assay.kernels.cpp_templates import STREAM_ONLY_BYTES, elementwise_space, rowreduce_space
 
     big = rowreduce_space("softmax", 4096 * 1024 * 4)
     assert big and {c["nt"] for c in big} == {1}
     assert {c["alg"] for c in big} == {0, 1, 2} and {c["unroll"] for c in big} == {1, 2, 4}
-    small = rowreduce_space("softmax", ROW_STREAM_ONLY_BYTES - 4)
+    small = rowreduce_space("softmax", STREAM_ONLY_BYTES - 4)
     assert {c["nt"] for c in small} == {0, 1} and len(small) == 2 * len(big)
+    big, small = elementwise_space(STREAM_ONLY_BYTES), elementwise_space(STREAM_ONLY_BYTES - 4)
+    assert {c["nt"] for c in big} == {1} and {c["nt"] for c in small} == {0, 1} and len(small) == 2 * len(big)
+    # What the playbook asks for, by the output's size (the suite's elementwise tasks write 16 MB).
+    from assay.kernels.playbook import space_for
+    for shape, want in (([2048, 2048], big), ([64, 128], small)):
+        relu = {"op": "relu", "args": {"input": "%in0"}, "shape": shape, "dtype": "float32"}
+        assert space_for(plan(info([relu], [{"shape": shape, "dtype": "float32"}]))[0].template) == want
