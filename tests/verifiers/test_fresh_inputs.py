@@ -173,3 +173,10 @@ def test_around_changes_the_input_for_the_call_only():
     changed = (seen.view(torch.int32) != before.view(torch.int32)).view(-1).nonzero().view(-1)
     assert sorted(changed.tolist()) == sorted(idx.tolist())
     assert torch.equal(perturb.around(lambda t: t.clone(), [x], None), before)
+
+    # A call that raises leaves the input as it found it, too.
+    def boom(t):
+        raise RuntimeError("candidate failed")
+    with pytest.raises(RuntimeError):
+        perturb.around(boom, [x], perturb.indices(42, 4))
+    assert torch.equal(x.view(torch.int32), before.view(torch.int32))

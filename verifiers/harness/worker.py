@@ -708,9 +708,10 @@ class Perturb:
         if idx is None:
             return fn(*args)
         saved = self.apply(idx, view)
-        out = fn(*args)
-        self.restore(idx, saved, view)
-        return out
+        try:  # a call that raises must not leave the next one (or the reference's replay) a changed input
+            return fn(*args)
+        finally:
+            self.restore(idx, saved, view)
 
 
 def timed_round(fn, args, perturb: Perturb | None, n: int, seed: int, after) -> None:
