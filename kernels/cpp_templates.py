@@ -14,6 +14,8 @@ computed by the candidate's forward from the actual shapes and constructor argum
 from __future__ import annotations
 
 import itertools
+import math
+import struct
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,7 +51,26 @@ extern "C" int assay_kernel(int v, void** ptrs, const long* dims, const float* c
 
 
 def _consts(chain: Chain) -> list[str]:
-    return [f"const vf c{i} = vsplat(K[{i}]);" for i in range(len(chain.consts))]
+    """Constant i as a float k{i} (for functions that take one, as softplus' beta) and a vector c{i}."""
+    return [f"const float k{i} = K[{i}]; const vf c{i} = vsplat(k{i}); (void)k{i}; (void)c{i};"
+            for i in range(len(chain.consts))]
+
+
+def _literals(chain: Chain) -> list[str] | None:
+    """The chain's constants as exact fp32 C++ literals, the values the task was rendered with; None
+    when there are none or one is not finite (no literal compares equal to a NaN)."""
+    if not chain.consts:
+        return None
+    out = []
+    for c in chain.consts:
+        try:
+            v = struct.unpack("f", struct.pack("f", float(c["value"])))[0]  # as ctypes.c_float holds it
+        except OverflowError:  # beyond fp32: inf at run time
+            return None
+        if not math.isfinite(v):
+            return None
+        out.append(f"{v.hex()}f")
+    return out
 
 
 def leaf_dims(chain: Chain, first: int) -> dict[int, int]:
@@ -100,8 +121,36 @@ def elementwise_source(spec: dict, configs: list[dict]) -> str:
             loads.append(f"const vf x{j} = LD(p{j}, i, cnt);")
             expr[j] = f"x{j}"
     body = "\n        ".join(loads + cpp_chain_body(chain, expr))
+    # The constants (softplus' beta and threshold, a clamp's bounds) come at run time, since a
+    # model's constructor may set them, but a second instance of the loop has the rendered values
+    # as literals, taken when the run-time ones equal them: vsoftplus and vtanh_softplus then lose
+    # their test for the general case. Through K, it stayed in the loop: the compiler could not
+    # move it out, reloaded the constants and the tables' rows each vector, and mish ran 10-13%
+    # slower streamed (bench/RESULTS.md).
+    literals = _literals(chain)
+    if literals:
+        fixed = "\n        ".join(loads + cpp_chain_body(chain, expr, consts=[(f"vsplat({lit})", lit) for lit in literals]))
+        loop = f"""if constexpr (SPEC) {{
+      vmap_range<U, NT>(out + pos, n, [&](long i, long cnt) -> vf {{
+        {fixed}
+      }});
+    }} else {{
+      vmap_range<U, NT>(out + pos, n, [&](long i, long cnt) -> vf {{
+        {body}
+      }});
+    }}"""
+    else:
+        loop = f"""vmap_range<U, NT>(out + pos, n, [&](long i, long cnt) -> vf {{
+        {body}
+    }});"""
+    if literals:
+        guard = " && ".join(f"K[{i}] == {lit}" for i, lit in enumerate(literals))
+        pick = f"const bool spec = {guard};"
+        call = "if (spec) run_range<U, NT, 1>(out, L, D, K, {0}); else run_range<U, NT, 0>(out, L, D, K, {0});"
+    else:
+        pick, call = "", "run_range<U, NT, 0>(out, L, D, K, {0});"
     src = f"""{vecmath()}
-template <int U, int NT>
+template <int U, int NT, int SPEC>
 static void run_range(float* __restrict out, const float* const* L, const long* D, const float* K, long s, long e) {{
   const long cols = D[1];
   {' '.join(_consts(chain))}
@@ -113,9 +162,7 @@ static void run_range(float* __restrict out, const float* const* L, const long* 
     long n = cols - c;
     if (n > e - pos) n = e - pos;
     {' '.join(per_row)}
-    vmap_range<U, NT>(out + pos, n, [&](long i, long cnt) -> vf {{
-        {body}
-    }});
+    {loop}
     pos += n;
   }}
 }}
@@ -123,6 +170,7 @@ static void run_range(float* __restrict out, const float* const* L, const long* 
 template <int U, int NT, int PART>
 static void ew(float* out, const float* const* L, const long* D, const float* K) {{
   const long numel = D[0];
+  {pick}
 #pragma omp parallel if (numel > 32768)
   {{
     const long nt = omp_get_num_threads(), t = omp_get_thread_num();
@@ -130,17 +178,21 @@ static void ew(float* out, const float* const* L, const long* D, const float* K)
       long per = (numel + nt - 1) / nt;
       per = (per + 15) & ~15L;  // whole cache lines per thread: no shared output line
       long s = t * per, e = s + per < numel ? s + per : numel;
-      if (s < e) run_range<U, NT>(out, L, D, K, s, e);
+      if (s < e) {{ {call.format("s, e")} }}
     }} else if (PART == 1) {{
       // dynamic chunks: when the scheduler parks one thread, the other takes its share
       const long chunk = 32768;
 #pragma omp for schedule(dynamic, 1) nowait
-      for (long c = 0; c < (numel + chunk - 1) / chunk; ++c)
-        run_range<U, NT>(out, L, D, K, c * chunk, (c + 1) * chunk < numel ? (c + 1) * chunk : numel);
+      for (long c = 0; c < (numel + chunk - 1) / chunk; ++c) {{
+        const long s = c * chunk, e = (c + 1) * chunk < numel ? (c + 1) * chunk : numel;
+        {call.format("s, e")}
+      }}
     }} else {{
       const long chunk = 131072;
-      for (long s = t * chunk; s < numel; s += nt * chunk)
-        run_range<U, NT>(out, L, D, K, s, s + chunk < numel ? s + chunk : numel);
+      for (long s = t * chunk; s < numel; s += nt * chunk) {{
+        const long e = s + chunk < numel ? s + chunk : numel;
+        {call.format("s, e")}
+      }}
     }}
     if (NT) vfence();
   }}

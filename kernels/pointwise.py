@@ -97,9 +97,12 @@ def const(chain: Chain, value, path: str) -> str:
 # --- C++ ---------------------------------------------------------------------------------
 
 
-def cpp_op(op: dict, x: list[str]) -> str:
+def cpp_op(op: dict, x: list[str], scalars: list[str] | None = None) -> str:
+    """The vector expression of one op on operands `x`; `scalars`: each operand as one float, for
+    the ops that take one (softplus' beta and threshold), where it differs from lane 0 of x."""
     fn, a = op["fn"], op["attr"]
     v = x[0]
+    sc = scalars or [f"{n}[0]" for n in x]
     simple = {
         "neg": f"-{v}", "abs": f"vabs({v})", "exp": f"vexp({v})", "log": f"vlog({v})",
         "sqrt": f"vsqrt({v})", "rsqrt": f"vrsqrt({v})", "reciprocal": f"(1.0f / {v})",
@@ -127,7 +130,7 @@ def cpp_op(op: dict, x: list[str]) -> str:
     if fn == "gelu":
         return f"vgelu({v})" if a["approximate"] == "none" else f"vgelu_tanh({v})"
     if fn == "softplus":
-        return f"vsoftplus({v}, {x[1]}[0], {x[2]}[0])"
+        return f"vsoftplus({v}, {sc[1]}, {sc[2]})"
     if fn == "leaky_relu":
         return f"vsel({v} > 0.f, {v}, {v} * {x[1]})"
     if fn == "elu":
@@ -148,9 +151,16 @@ def cpp_op(op: dict, x: list[str]) -> str:
     raise Unsupported(fn)
 
 
-def cpp_chain_body(chain: Chain, leaf_expr: dict[int, str], acc: str | None = None) -> list[str]:
-    """Statements computing the chain; leaf i is read from leaf_expr[i]; "A" operands are `acc`."""
+def cpp_chain_body(chain: Chain, leaf_expr: dict[int, str], acc: str | None = None,
+                   consts: list[tuple[str, str]] | None = None) -> list[str]:
+    """Statements computing the chain; leaf i is read from leaf_expr[i]; "A" operands are `acc`.
+    consts[i]: constant i as a vector and as a float expression (default: the template's c{i}
+    and k{i}); literals there let the compiler fold what depends on them."""
     lines = []
+    consts = consts if consts is not None else [(f"c{i}", f"k{i}") for i in range(len(chain.consts))]
+
+    def scalar(o):
+        return consts[int(o[1:])][1] if o[0] == "C" else f"{name(o)}[0]"
 
     def name(o):
         if o is None:
@@ -158,7 +168,7 @@ def cpp_chain_body(chain: Chain, leaf_expr: dict[int, str], acc: str | None = No
         if o[0] == "L":
             return leaf_expr[int(o[1:])]
         if o[0] == "C":
-            return f"c{o[1:]}"
+            return consts[int(o[1:])][0]
         if o[0] == "V":
             return f"v{o[1:]}"
         if o == "A":
@@ -171,10 +181,10 @@ def cpp_chain_body(chain: Chain, leaf_expr: dict[int, str], acc: str | None = No
         if inner is not None and inner["fn"] == "softplus":
             # mish's core: one exp instead of softplus' exp and log and tanh's exp (vecmath.h).
             # The softplus value, when nothing else reads it, is dead code the compiler drops.
-            v, beta, threshold = (name(o) for o in inner["x"])
-            lines.append(f"const vf v{i} = vtanh_softplus({v}, {beta}[0], {threshold}[0]);")
+            v, beta, threshold = name(inner["x"][0]), scalar(inner["x"][1]), scalar(inner["x"][2])
+            lines.append(f"const vf v{i} = vtanh_softplus({v}, {beta}, {threshold});")
             continue
-        lines.append(f"const vf v{i} = {cpp_op(op, [name(o) for o in x])};")
+        lines.append(f"const vf v{i} = {cpp_op(op, [name(o) for o in x], [scalar(o) for o in x])};")
     lines.append(f"return {name(chain.out)};")
     return lines
 

@@ -123,8 +123,45 @@ def test_tanh_of_softplus_renders_as_the_fused_function():
         p = plan(info(nodes, [X]))[0]
         return [line.strip() for line in render(p.template, p.space.configs[0]).splitlines() if "const vf v" in line]
 
-    assert body([sp, tanh, mul])[1:] == ["const vf v1 = vtanh_softplus(x0, c0[0], c1[0]);", "const vf v2 = (x0 * v1);"]
-    assert body([sp]) == ["const vf v0 = vsoftplus(x0, c0[0], c1[0]);"]
+    # Two instances of the loop: beta and threshold as the task's values, taken when the run-time
+    # ones equal them, and as run-time floats for any other.
+    one, twenty = "0x1.0000000000000p+0f", "0x1.4000000000000p+4f"
+    mish = body([sp, tanh, mul])
+    assert mish[1:3] == [f"const vf v1 = vtanh_softplus(x0, {one}, {twenty});", "const vf v2 = (x0 * v1);"]
+    assert mish[4:] == ["const vf v1 = vtanh_softplus(x0, k0, k1);", "const vf v2 = (x0 * v1);"]
+    assert body([sp]) == [f"const vf v0 = vsoftplus(x0, {one}, {twenty});", "const vf v0 = vsoftplus(x0, k0, k1);"]
+
+
+def test_constants_other_than_the_rendered_ones_take_the_general_loop(ksb, task_dir, monkeypatch, tmp_path):
+    """The literal instance is taken only when the run-time constants equal it: a model built with
+    another beta (its constructor's argument) still computes its own softplus."""
+    import torch
+
+    from assay.kernels import inspect_task, render
+
+    task = task_dir / "softplus_beta.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\nN = 4096\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self, beta=1.0):\n        super().__init__()\n        self.sp = nn.Softplus(beta=beta, threshold=20.0)\n\n"
+        "    def forward(self, x):\n        return self.sp(x)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(N) * 4]\n\n\ndef get_init_inputs():\n    return [1.0]\n")
+    p = plan(inspect_task(ksb, task))[0]
+    assert "K[0] == 0x1.0000000000000p+0f" in render(p.template, p.space.configs[0])
+    monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
+    cand = task_dir / "softplus_beta_new.py"
+    cand.write_text(render(p.template, p.space.configs[0]))
+    import importlib.util
+    import sys
+    for name, path in (("sp_task", task), ("sp_cand", cand)):
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    x = torch.randn(4096) * 4
+    for beta in (1.0, 2.5, 0.5):
+        want = sys.modules["sp_task"].Model(beta)(x)
+        got = sys.modules["sp_cand"].ModelNew(beta)(x)
+        assert torch.allclose(got, want, rtol=1e-5, atol=1e-6), (beta, (got - want).abs().max())
 
 
 def test_large_outputs_write_with_streaming_stores_only():
