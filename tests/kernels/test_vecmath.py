@@ -81,6 +81,33 @@ static int edge(float x, float got, double want) {
   bool ok = std::isnan(want) ? std::isnan(got) : (std::isinf(want) || want == 0) ? got == (float)want : std::fabs(got / want - 1) < 1.2e-7;
   return ok ? 0 : (std::printf("edge %g: %.9g, want %.9g\n", x, got, want), 1);
 }
+// Relative error alone over [lo, hi), for values far below 1; below fp32's normal range, a couple
+// of the smallest denormals either way.
+template <class F, class R> static double tail(double lo, double hi, F f, R ref) {
+  double worst = 0;
+  for (double x0 = lo; x0 < hi; x0 += (hi - lo) / 4e5) {
+    float v[VW]; for (int i = 0; i < VW; ++i) v[i] = (float)x0 + i * 3e-6f;
+    vf r = f(vload(v));
+    for (int i = 0; i < VW; ++i) { double want = ref(v[i]);
+      double err = want < 1.2e-38 ? std::fabs(r[i] - want) / 0x1p-126 : std::fabs(r[i] / want - 1);
+      if (!(err <= worst)) worst = err; } }
+  return worst;
+}
+// Lanes of one vector on both sides of a table's range, each as if it were alone: a lane below
+// `lo` or a NaN sends the whole vector to the other form, the others to the table. Then the same
+// vector with those lanes moved just inside the range.
+template <class F, class R> static int mixed(const char* name, const float (&mix)[16], float lo, F f, R ref) {
+  int bad = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    float in[VW]; for (int i = 0; i < VW; ++i) in[i] = mix[i];
+    if (pass) for (int i = 0; i < VW; ++i) if (!(in[i] >= lo)) in[i] = lo + 0.01f + i * 0.01f;
+    vf r = f(vload(in));
+    for (int i = 0; i < VW; ++i) {
+      double want = ref(in[i]);
+      bool ok = std::isnan(want) ? std::isnan(r[i]) : (std::isinf(want) || want < 1.2e-38) ? r[i] == (float)want : std::fabs(r[i] / want - 1) < 1e-6;
+      if (!ok) { std::printf("edge %s lane %d of a mixed vector: %g gave %.9g, want %.9g\n", name, i, in[i], r[i], want); ++bad; } } }
+  return bad;
+}
 int main() {
   SWEEP("softplus", vsoftplus(x, 1.f, 20.f), softplus(xd, 1, 20), -120., 120.)
   SWEEP("softplus_beta", vsoftplus(x, 2.5f, 7.f), softplus(xd, 2.5, 7), -60., 60.)
@@ -93,51 +120,22 @@ int main() {
   SWEEP("silu", vsilu(x), xd / (1 + std::exp(-xd)), -120., 120.)
   SWEEP("tanh", vtanh(x), std::tanh(xd), -20., 20.)
   SWEEP("gelu_tanh", vgelu_tanh(x), gelu_tanh(xd), -12., 12.)
-  // softplus where its value is far below 1: relative error alone (the table's last intervals, and
-  // below -15.7 the exp-and-log form, where a table left at its last value would be off by orders).
-  { double worst = 0;
-    for (double x0 = -120.; x0 < 0.; x0 += 120. / 4e5) {
-      float v[VW]; for (int i = 0; i < VW; ++i) v[i] = (float)x0 + i * 3e-6f;
-      vf r = vsoftplus(vload(v), 1.f, 20.f);
-      for (int i = 0; i < VW; ++i) { double want = softplus(v[i], 1, 20);
-        // Below fp32's normal range, a couple of the smallest denormals either way.
-        double err = want < 1.2e-38 ? std::fabs(r[i] - want) / 0x1p-126 : std::fabs(r[i] / want - 1);
-        if (!(err <= worst)) worst = err; } }
-    std::printf("softplus_tail %.3e\n", worst); }
-  // tanh(softplus(x)), mish's factor, where it is far below 1: relative error alone (its table's
-  // first intervals, and below -22.4 the exp form, where tanh(softplus(x)) is exp(x) in fp32).
-  { double worst = 0;
-    for (double x0 = -120.; x0 < 10.; x0 += 130. / 4e5) {
-      float v[VW]; for (int i = 0; i < VW; ++i) v[i] = (float)x0 + i * 3e-6f;
-      vf r = vtanh_softplus(vload(v), 1.f, 20.f);
-      for (int i = 0; i < VW; ++i) { double want = std::tanh(softplus(v[i], 1, 20));
-        double err = want < 1.2e-38 ? std::fabs(r[i] - want) / 0x1p-126 : std::fabs(r[i] / want - 1);
-        if (!(err <= worst)) worst = err; } }
-    std::printf("tanh_softplus_tail %.3e\n", worst); }
+  // softplus and tanh(softplus), mish's factor, where their value is far below 1: relative error
+  // alone (the tables' last or first intervals, and beyond them the exp forms, where a table left
+  // at its end value would be off by orders).
+  std::printf("softplus_tail %.3e\n", tail(-120., 0., [](vf x) { return vsoftplus(x, 1.f, 20.f); },
+                                           [](double x) { return softplus(x, 1, 20); }));
+  std::printf("tanh_softplus_tail %.3e\n", tail(-120., 10., [](vf x) { return vtanh_softplus(x, 1.f, 20.f); },
+                                                [](double x) { return std::tanh(softplus(x, 1, 20)); }));
   int bad = 0;
-  // The same for tanh(softplus): lanes on both sides of its table's range [-22.4, 9.49] in one vector.
-  { const float mix[16] = {-23.f, -1.f, 0.5f, 3.f, 9.48f, NAN, -INFINITY, INFINITY,
-                           -22.41f, -22.39f, 9.5f, 12.f, -104.f, 0.f, -0.f, 40.f};
-    for (int pass = 0; pass < 2; ++pass) {
-      float in[VW]; for (int i = 0; i < VW; ++i) in[i] = mix[i];
-      if (pass) for (int i = 0; i < VW; ++i) if (!(in[i] >= -22.4f)) in[i] = -22.39f + i * 0.01f;
-      vf r = vtanh_softplus(vload(in), 1.f, 20.f);
-      for (int i = 0; i < VW; ++i) {
-        double want = std::tanh(softplus(in[i], 1, 20));
-        bool ok = std::isnan(want) ? std::isnan(r[i]) : want < 1.2e-38 ? r[i] == (float)want : std::fabs(r[i] / want - 1) < 1e-6;
-        if (!ok) { std::printf("edge tanh_softplus lane %d of a mixed vector: %g gave %.9g, want %.9g\n", i, in[i], r[i], want); ++bad; } } } }
-  // Lanes of one vector on both sides of softplus' table range, each as if it were alone: a lane
-  // below -15.7 or a NaN sends the whole vector to the exp-and-log form, the others to the table.
   { const float mix[16] = {-20.f, -1.f, 0.5f, 3.f, 16.5f, NAN, -INFINITY, INFINITY,
                            -15.71f, -15.69f, 15.74f, 15.76f, -104.f, 0.f, -0.f, 40.f};
-    for (int pass = 0; pass < 2; ++pass) {
-      float in[VW]; for (int i = 0; i < VW; ++i) in[i] = mix[i];
-      if (pass) for (int i = 0; i < VW; ++i) if (!(in[i] >= -15.7f)) in[i] = -15.69f + i * 0.01f;
-      vf r = vsoftplus(vload(in), 1.f, 20.f);
-      for (int i = 0; i < VW; ++i) {
-        double want = softplus(in[i], 1, 20);
-        bool ok = std::isnan(want) ? std::isnan(r[i]) : (std::isinf(want) || want < 1.2e-38) ? r[i] == (float)want : std::fabs(r[i] / want - 1) < 1e-6;
-        if (!ok) { std::printf("edge softplus lane %d of a mixed vector: %g gave %.9g, want %.9g\n", i, in[i], r[i], want); ++bad; } } } }
+    bad += mixed("softplus", mix, -15.7f, [](vf x) { return vsoftplus(x, 1.f, 20.f); },
+                 [](double x) { return softplus(x, 1, 20); }); }
+  { const float mix[16] = {-23.f, -1.f, 0.5f, 3.f, 9.48f, NAN, -INFINITY, INFINITY,
+                           -22.41f, -22.39f, 9.5f, 12.f, -104.f, 0.f, -0.f, 40.f};
+    bad += mixed("tanh_softplus", mix, -22.4f, [](vf x) { return vtanh_softplus(x, 1.f, 20.f); },
+                 [](double x) { return std::tanh(softplus(x, 1, 20)); }); }
   // |tanh| never exceeds 1, and is exactly 1 from 9.02 on, where fp32 rounds tanh to 1.
   { long off = 0; for (double x0 = -12; x0 < 12; x0 += 1e-4) { float a = vtanh(vsplat((float)x0))[0];
       off += a > 1.f || a < -1.f || (std::fabs(x0) > 9.02 && std::fabs(a) != 1.f); }
