@@ -22,6 +22,11 @@ from assay.tools.seam import Handler, ToolCall, ToolOutcome
 
 log = logging.getLogger(__name__)
 
+# Calls inside the audit and not yet recorded. A tool runs in a thread that cannot be abandoned,
+# so a server stopped by SIGTERM while one runs never reaches the except below; the server's
+# signal handler records these instead (record_in_flight).
+_in_flight: dict[int, tuple["Audit", ToolCall]] = {}
+
 
 class Audit:
     def __init__(
@@ -40,17 +45,20 @@ class Audit:
             previous.meta["replayed"] = True
             return previous
         token = current_decision.set(None)
+        _in_flight[id(call)] = (self, call)
         try:
             outcome = await self.inner(call)
         except BaseException as exc:
-            try:
-                self._record(call, _interrupted(call, exc))
-            except Exception:  # the interruption is what the caller must see
-                log.exception("could not record interrupted call %s", call.key)
+            if _in_flight.pop(id(call), None) is not None:  # else recorded when the server stopped
+                try:
+                    self._record(call, _interrupted(call, type(exc).__name__))
+                except Exception:  # the interruption is what the caller must see
+                    log.exception("could not record interrupted call %s", call.key)
             raise
         finally:
             current_decision.reset(token)
-        self._record(call, outcome)
+        if _in_flight.pop(id(call), None) is not None:
+            self._record(call, outcome)
         return outcome
 
     def _record(self, call: ToolCall, outcome: ToolOutcome) -> None:
@@ -66,11 +74,26 @@ class Audit:
         )
 
 
-def _interrupted(call: ToolCall, exc: BaseException) -> ToolOutcome:
-    decided = current_decision.get()
+def record_in_flight(why: str) -> int:
+    """Record every call still inside the audit as interrupted by `why` (the server is being
+    stopped); returns how many. Each is recorded once: the audit skips a call recorded here."""
+    n = 0
+    for key, (audit, call) in list(_in_flight.items()):
+        if _in_flight.pop(key, None) is None:
+            continue
+        try:
+            audit._record(call, _interrupted(call, why))
+            n += 1
+        except Exception:
+            log.exception("could not record interrupted call %s", call.key)
+    return n
+
+
+def _interrupted(call: ToolCall, why: str) -> ToolOutcome:
+    decided = call.decision if call.decision is not None else current_decision.get()
     ran = decided is not None and decided.effect == "allow"
     text = (
-        f"{call.name} was interrupted ({type(exc).__name__}) before its result was delivered"
+        f"{call.name} was interrupted ({why}) before its result was delivered"
         + ("; the tool may have run" if ran else "")
     )
     outcome = ToolOutcome(text=text, is_error=True, meta={"interrupted": True})

@@ -65,6 +65,7 @@ class PolicyCheck:
                 decision = dataclasses.replace(decision, effect="deny", reason=f"a human denied this call ({decision.reason})")
         self.record(call, decision)
         current_decision.set(decision)
+        call.decision = decision
         if decision.effect == "deny":
             return _stamp(error(decision.reason, denied=True, rule=decision.rule), decision)
         if decision.effect == "approve":

@@ -23,6 +23,9 @@ class ToolCall:
     started_ns: int = 0
     # Set by the policy check: limits the capability grants this call (e.g. max_timeout_s).
     grants: dict[str, Any] = field(default_factory=dict)
+    # Set by the policy check: its decision, for the audit of a call cut off where the check's
+    # context is out of reach (a server stopped by a signal while the tool runs).
+    decision: Any = None
 
     def fingerprint(self) -> str:
         """Tool + canonical arguments: what a human approves is exactly what runs."""

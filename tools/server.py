@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import signal
 import uuid
 
+import anyio
 import mcp.types as types
 from mcp.server import Server
 
 from assay import __version__
+from assay.tools.gate_audit import record_in_flight
 from assay.tools.session import Session
 
 log = logging.getLogger(__name__)
@@ -80,5 +84,22 @@ async def serve_stdio(session: Session) -> None:
     from mcp.server.stdio import stdio_server
 
     server = build_server(session)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_record_calls_on_sigterm)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def _record_calls_on_sigterm() -> None:
+    """A client that closes the server waits a grace period, then sends SIGTERM; a tool still
+    running then (its thread cannot be abandoned) would be missing from the ledger. Record each
+    call in flight as interrupted, then die of the signal as before."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            n = record_in_flight("the server was stopped by SIGTERM")
+            if n:
+                log.warning("SIGTERM: recorded %d call(s) still running as interrupted", n)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return

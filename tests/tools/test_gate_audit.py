@@ -166,3 +166,29 @@ async def test_a_failing_ledger_does_not_mask_the_cancellation():
     with anyio.move_on_after(0.1) as scope:
         await gate(ToolCall(name="t", arguments={}, key="k"))
     assert scope.cancelled_caught
+
+
+async def test_a_server_stopping_records_the_calls_still_running_once():
+    # A tool's thread cannot be abandoned, so a server stopped by SIGTERM never reaches the
+    # audit's own except: its signal handler records what is still inside, from another task
+    # (another context: the decision comes from the call, not the policy's context variable).
+    from assay.tools.gate_audit import record_in_flight
+
+    led = FakeLedger()
+    release = anyio.Event()
+
+    async def tool(call):
+        await release.wait()
+        return ToolOutcome(text="finished after the stop")
+
+    gate = stack(led, Decision("allow", "exec#default", "ok", "exec", EffectiveLimits(1000, 10)), tool)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(gate, ToolCall(name="exec", arguments={}, key="k"))
+        await anyio.sleep(0.05)
+        assert record_in_flight("the server was stopped by SIGTERM") == 1
+        outcome = led.rows["k"][1]
+        assert (outcome.decision, outcome.rule, outcome.is_error) == ("allow", "exec#default", True)
+        assert "interrupted (the server was stopped by SIGTERM)" in outcome.text and "may have run" in outcome.text
+        release.set()
+    assert led.writes == 1  # the call that finished after the stop is not recorded a second time
+    assert record_in_flight("again") == 0
