@@ -120,35 +120,26 @@ def elementwise_source(spec: dict, configs: list[dict]) -> str:
             per_row.append(f"const float* p{j} = L[{j}] + {base};")
             loads.append(f"const vf x{j} = LD(p{j}, i, cnt);")
             expr[j] = f"x{j}"
-    body = "\n        ".join(loads + cpp_chain_body(chain, expr))
     # The constants (softplus' beta and threshold, a clamp's bounds) come at run time, since a
     # model's constructor may set them, but a second instance of the loop has the rendered values
     # as literals, taken when the run-time ones equal them: vsoftplus and vtanh_softplus then lose
     # their test for the general case. Through K, it stayed in the loop: the compiler could not
     # move it out, reloaded the constants and the tables' rows each vector, and mish ran 10-13%
     # slower streamed (bench/RESULTS.md).
+    def vmap(consts=None) -> str:
+        body = "\n        ".join(loads + cpp_chain_body(chain, expr, consts=consts))
+        return f"""vmap_range<U, NT>(out + pos, n, [&](long i, long cnt) -> vf {{
+        {body}
+      }});"""
+
     literals = _literals(chain)
     if literals:
-        fixed = "\n        ".join(loads + cpp_chain_body(chain, expr, consts=[(f"vsplat({lit})", lit) for lit in literals]))
-        loop = f"""if constexpr (SPEC) {{
-      vmap_range<U, NT>(out + pos, n, [&](long i, long cnt) -> vf {{
-        {fixed}
-      }});
-    }} else {{
-      vmap_range<U, NT>(out + pos, n, [&](long i, long cnt) -> vf {{
-        {body}
-      }});
-    }}"""
+        fixed = vmap([(f"vsplat({lit})", lit) for lit in literals])
+        loop = f"if constexpr (SPEC) {{\n      {fixed}\n    }} else {{\n      {vmap()}\n    }}"
+        pick = "const bool spec = " + " && ".join(f"K[{i}] == {lit}" for i, lit in enumerate(literals)) + ";"
+        call = "if (spec) run_range<U, NT, 1>(out, L, D, K, s, e); else run_range<U, NT, 0>(out, L, D, K, s, e);"
     else:
-        loop = f"""vmap_range<U, NT>(out + pos, n, [&](long i, long cnt) -> vf {{
-        {body}
-    }});"""
-    if literals:
-        guard = " && ".join(f"K[{i}] == {lit}" for i, lit in enumerate(literals))
-        pick = f"const bool spec = {guard};"
-        call = "if (spec) run_range<U, NT, 1>(out, L, D, K, {0}); else run_range<U, NT, 0>(out, L, D, K, {0});"
-    else:
-        pick, call = "", "run_range<U, NT, 0>(out, L, D, K, {0});"
+        loop, pick, call = vmap(), "", "run_range<U, NT, 0>(out, L, D, K, s, e);"
     src = f"""{vecmath()}
 template <int U, int NT, int SPEC>
 static void run_range(float* __restrict out, const float* const* L, const long* D, const float* K, long s, long e) {{
@@ -178,20 +169,20 @@ static void ew(float* out, const float* const* L, const long* D, const float* K)
       long per = (numel + nt - 1) / nt;
       per = (per + 15) & ~15L;  // whole cache lines per thread: no shared output line
       long s = t * per, e = s + per < numel ? s + per : numel;
-      if (s < e) {{ {call.format("s, e")} }}
+      if (s < e) {{ {call} }}
     }} else if (PART == 1) {{
       // dynamic chunks: when the scheduler parks one thread, the other takes its share
       const long chunk = 32768;
 #pragma omp for schedule(dynamic, 1) nowait
       for (long c = 0; c < (numel + chunk - 1) / chunk; ++c) {{
         const long s = c * chunk, e = (c + 1) * chunk < numel ? (c + 1) * chunk : numel;
-        {call.format("s, e")}
+        {call}
       }}
     }} else {{
       const long chunk = 131072;
       for (long s = t * chunk; s < numel; s += nt * chunk) {{
         const long e = s + chunk < numel ? s + chunk : numel;
-        {call.format("s, e")}
+        {call}
       }}
     }}
     if (NT) vfence();
