@@ -151,16 +151,18 @@ def test_constants_other_than_the_rendered_ones_take_the_general_loop(ksb, task_
     cand = task_dir / "softplus_beta_new.py"
     cand.write_text(render(p.template, p.space.configs[0]))
     import importlib.util
-    import sys
-    for name, path in (("sp_task", task), ("sp_cand", cand)):
+
+    def load(name, path):
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
         spec.loader.exec_module(mod)
+        return mod
+
+    ref, new = load("sp_task", task), load("sp_cand", cand)
     x = torch.randn(4096) * 4
     for beta in (1.0, 2.5, 0.5):
-        want = sys.modules["sp_task"].Model(beta)(x)
-        got = sys.modules["sp_cand"].ModelNew(beta)(x)
+        want = ref.Model(beta)(x)
+        got = new.ModelNew(beta)(x)
         assert torch.allclose(got, want, rtol=1e-5, atol=1e-6), (beta, (got - want).abs().max())
 
 
