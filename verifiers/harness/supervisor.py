@@ -978,15 +978,14 @@ class Supervisor:
             # read: a read's hold comes out of the round's time, so sizing is the same either way.
             rec, keys = timed(s, n, rng.getrandbits(62), pick_audits(rng, n) if s == "candidate" else [])
             self.log.append(rec)
-            last_faults[0] = int(rec["faults"])
             if s == "candidate":
                 note_audits(keys, "warm", n, f"calibration ({n} call{'' if n == 1 else 's'})")
             return rec["wall_s"]
 
-        last_faults = [0]
         for s in subjects:
+            # faults: the round just logged by calibration_round
             calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], plan["max_iters"],
-                                      faults=lambda: last_faults[0])
+                                      faults=lambda: int(self.log[-1]["faults"]))
             base_n[s] = max(2, min(plan["max_iters"], int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
         rounds = plan["rounds"]
         self.phase = "timed rounds"
