@@ -34,16 +34,21 @@ int main() {
           if (seen[r].load() != 1) { ++bad; std::printf("nt %d nrows %ld chunk %ld row %ld seen %d\n", nt, nrows, chunk, r, seen[r].load()); }
       }
   // Thread 0 is held (as if parked) in its first row until thread 1 has left claim_rows (or 20 s
-  // pass); thread 1 must have done everything else by then.
+  // pass); thread 1 must have done everything else by then. Thread 1 starts its first row only once
+  // thread 0 is in row 0: on a loaded machine thread 0 may otherwise reach its range so late that
+  // thread 1 has already claimed row 0 itself (CI saw that once: thread 0 then did rows 16-499).
   const long nrows = 1000, chunk = 16;
   std::vector<int> by(nrows, -1);
   RowClaim claims[2];
-  std::atomic<int> done{0};
+  std::atomic<int> started{0}, done{0};
 #pragma omp parallel num_threads(2)
   {
+    const int t = omp_get_thread_num();
     claim_rows(claims, nrows, chunk, [&](long r) {
-      for (int ms = 0; r == 0 && !done.load() && ms < 20000; ++ms) usleep(1000);
-      by[r] = omp_get_thread_num();
+      if (t == 0 && r == 0) started.store(1);
+      for (int ms = 0; t == 1 && r == 500 && !started.load() && ms < 20000; ++ms) usleep(1000);
+      for (int ms = 0; t == 0 && r == 0 && !done.load() && ms < 20000; ++ms) usleep(1000);
+      by[r] = t;
     });
     if (omp_get_thread_num() == 1) done.store(1);
   }
