@@ -8,15 +8,20 @@ reaches the MCP session manager.
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
+import signal
 from urllib.parse import urlsplit
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from assay.errors import UserError
+from assay.tools.gate_audit import record_in_flight
 from assay.tools.server import build_server
 from assay.tools.session import Session
+
+log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 MAX_BODY = 4 * 1024 * 1024
@@ -89,5 +94,25 @@ def http_app(session: Session, token: str, host: str = "127.0.0.1") -> ASGIApp:
 async def serve_http(session: Session, token: str, host: str, port: int) -> None:
     import uvicorn
 
+    class Server(uvicorn.Server):
+        """On SIGTERM or SIGINT uvicorn shuts down gracefully, which waits for a tool's thread to
+        end (up to the exec's timeout) before the call is cancelled and recorded: a SIGKILL that
+        follows the signal within that wait (a supervisor's grace) would leave the call out of the
+        ledger. Record the calls in flight as interrupted first, from the loop, where the ledger
+        is not in the middle of another write as it may be inside a signal handler."""
+
+        stopped_by: str | None = None
+
+        def handle_exit(self, sig, frame) -> None:
+            self.stopped_by = self.stopped_by or signal.Signals(sig).name
+            super().handle_exit(sig, frame)
+
+        async def shutdown(self, sockets=None) -> None:
+            if self.stopped_by is not None:
+                n = record_in_flight(f"the server was stopped by {self.stopped_by}")
+                if n:
+                    log.warning("%s: recorded %d call(s) still running as interrupted", self.stopped_by, n)
+            await super().shutdown(sockets)
+
     config = uvicorn.Config(http_app(session, token, host), host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    await Server(config).serve()
