@@ -17,7 +17,6 @@ import logging
 import time
 from typing import Any, Callable
 
-from assay.tools.gate_policy import current_decision
 from assay.tools.seam import Handler, ToolCall, ToolOutcome
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,6 @@ class Audit:
         if previous is not None:
             previous.meta["replayed"] = True
             return previous
-        token = current_decision.set(None)
         _in_flight[id(call)] = (self, call)
         try:
             outcome = await self.inner(call)
@@ -55,8 +53,6 @@ class Audit:
                 except Exception:  # the interruption is what the caller must see
                     log.exception("could not record interrupted call %s", call.key)
             raise
-        finally:
-            current_decision.reset(token)
         if _in_flight.pop(id(call), None) is not None:
             self._record(call, outcome)
         return outcome
@@ -90,7 +86,7 @@ def record_in_flight(why: str) -> int:
 
 
 def _interrupted(call: ToolCall, why: str) -> ToolOutcome:
-    decided = call.decision if call.decision is not None else current_decision.get()
+    decided = call.decision
     ran = decided is not None and decided.effect == "allow"
     text = (
         f"{call.name} was interrupted ({why}) before its result was delivered"

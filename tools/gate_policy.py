@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from contextvars import ContextVar
 from typing import Any, Callable, Protocol
 
 from assay.policies.capabilities import Decision
 from assay.tools.seam import Handler, ToolCall, ToolOutcome, error
 
 log = logging.getLogger(__name__)
-
-# The decision on the call in flight in this task. The audit wrapper reads it when a call is
-# interrupted after it was decided (a client cancelling during the tool or the padding hold),
-# so the ledger still shows the decision that let the call run.
-current_decision: ContextVar[Decision | None] = ContextVar("assay_current_decision", default=None)
-
 
 class Approvals(Protocol):
     def status(self, call: ToolCall) -> str | None:
@@ -64,7 +57,9 @@ class PolicyCheck:
             elif status == "denied":
                 decision = dataclasses.replace(decision, effect="deny", reason=f"a human denied this call ({decision.reason})")
         self.record(call, decision)
-        current_decision.set(decision)
+        # On the call the outer wrappers hold (restoration below passes a copy inward): the audit
+        # reads it when the call is interrupted after this point, also from a signal handler
+        # outside the call's task, so the ledger shows the decision that let the call run.
         call.decision = decision
         if decision.effect == "deny":
             return _stamp(error(decision.reason, denied=True, rule=decision.rule), decision)

@@ -13,7 +13,7 @@ import pytest
 
 from assay.policies.capabilities import CapabilityPolicy, Decision, EffectiveLimits
 from assay.policies.manifest import parse_manifest
-from assay.tools.gate_policy import PolicyCheck, current_decision
+from assay.tools.gate_policy import PolicyCheck
 from assay.tools.seam import ToolCall, ToolOutcome
 
 pytestmark = pytest.mark.anyio
@@ -155,14 +155,17 @@ async def test_a_denied_call_is_never_restored():
     assert stage.restore_calls == 0
 
 
-async def test_the_decision_is_visible_to_an_outer_wrapper_in_the_same_task():
-    stage = Stage(Decision("allow", "write_file#default", "ok", "write_file", LIMITS))
-    token = current_decision.set(None)
-    try:
-        await stage.gate(call())
-        assert current_decision.get().rule == "write_file#default"
-    finally:
-        current_decision.reset(token)
+async def test_the_decision_is_on_the_call_an_outer_wrapper_holds():
+    # Restoration hands the tool a copy of the call; the audit outside holds the original.
+    def restore(args):
+        return {k: v.replace("[[SECRET:x:1]]", "hunter2-real") for k, v in args.items()}, 1
+
+    stage = Stage(Decision("allow", "write_file#default", "ok", "write_file", LIMITS, restore_placeholders=True), restore=restore)
+    c = call("write_file", path="a.txt", content="key=[[SECRET:x:1]]")
+    assert c.decision is None
+    await stage.gate(c)
+    assert stage.events[-1][2]["content"] == "key=hunter2-real"  # the tool got the copy
+    assert c.decision.rule == "write_file#default"
 
 
 async def test_an_exception_in_the_tool_propagates_after_the_decision_is_recorded():
@@ -241,8 +244,9 @@ async def test_concurrent_calls_each_see_their_own_decision():
     )
 
     async def one(name):
-        await gate(ToolCall(name=name, arguments={}, key=name))
-        seen[name] = current_decision.get().rule
+        c = ToolCall(name=name, arguments={}, key=name)
+        await gate(c)
+        seen[name] = c.decision.rule
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(one, "a")
