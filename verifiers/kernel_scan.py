@@ -46,7 +46,7 @@ SENSITIVE_PATHS = re.compile(r"/proc\b|/dev/(fd|std|shm|tty|pts|mem|kmsg)|/sys/|
 # ctypes reaches raw memory and foreign libraries; a candidate needs only its own library.
 CTYPES_DENIED = {"pythonapi", "PyDLL", "pydll", "memmove", "memset", "string_at", "wstring_at", "cast",
                  "util", "CFUNCTYPE", "PYFUNCTYPE", "WINFUNCTYPE", "addressof", "pointer", "byref",
-                 "from_address", "from_buffer", "dlopen", "RTLD_GLOBAL", "_dlopen", "_SimpleCData"}
+                 "from_address", "from_buffer", "in_dll", "dlopen", "RTLD_GLOBAL", "_dlopen", "_SimpleCData"}
 CTYPES_LOADERS = {"CDLL", "cdll", "LoadLibrary"}
 # torch entry points that make torch write or run the kernel (compilers, op registries, the
 # C core): refused even in ModelNew.__init__, where building parameters is otherwise free.
@@ -203,6 +203,12 @@ class Scanner(ast.NodeVisitor):
         self.exempt_depth = 0  # inside ModelNew.__init__: building parameters may use torch freely
         self.class_stack: list[str] = []
         self.func_depth = 0  # functions entered (a def inside a def is not a method)
+        self.tree: ast.Module | None = None
+        self.loader_funcs: set[int] = set()  # ctypes loaders being called (judged by _judge_loader)
+
+    def visit_Module(self, node: ast.Module) -> None:
+        self.tree = node
+        self.generic_visit(node)
 
     def add(self, check: str, node: ast.AST, message: str) -> None:
         self.findings.append(Finding(check, getattr(node, "lineno", 0), message))
@@ -257,6 +263,11 @@ class Scanner(ast.NodeVisitor):
         elif head == "ctypes" and len(full) > 1:
             if any(p in CTYPES_DENIED for p in full[1:]):
                 self.add("source_no_dynamic_code", node, f"uses {dotted} (raw memory or foreign code)")
+            elif any(p in CTYPES_LOADERS for p in full[1:]) and id(node) not in self.loader_funcs \
+                    and not isinstance(node, ast.ImportFrom):
+                # Held, subclassed, subscripted (ctypes.cdll["libtorch_cpu.so"]) or reached by
+                # getattr, a loader opens a library the call rule below never sees.
+                self.add("source_no_dynamic_code", node, f"uses {dotted} other than by calling it on load()'s result")
         for part in full[1:]:
             if part.startswith("_") and part not in ("__init__",):
                 self.add("source_no_dynamic_code", node, f"reaches the private name {dotted}")
@@ -354,7 +365,11 @@ class Scanner(ast.NodeVisitor):
         parts = _dotted(func)
         full = self._resolve(parts) if parts else None
         if full and full[0] == "ctypes" and full[-1] in CTYPES_LOADERS:
+            self.loader_funcs.add(id(func))
             self._judge_loader(node, ".".join(full))
+        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "type" \
+                and func.func.id not in self.aliases:
+            self.add("source_no_dynamic_code", node, "calls the class of an object (type(x)(...)), e.g. a ctypes loader")
         if isinstance(func, ast.Attribute) and full is None:
             self._judge_method(func)
         self.generic_visit(node)
@@ -375,15 +390,32 @@ class Scanner(ast.NodeVisitor):
             self.add("source_no_dynamic_code", node, f"getattr(..., {attr!r})")
 
     def _judge_loader(self, node: ast.Call, dotted: str) -> None:
-        """ctypes may load the library the candidate just built (a variable holding load()'s
-        result), not a library named in the source (libtorch, libc) or none (the process)."""
+        """ctypes may load the library the candidate just built: load()'s result, directly or
+        through a name that is bound only to load() calls. Anything else may name another
+        library (libtorch_cpu's C functions run torch's kernels with no dispatcher)."""
         if not node.args:
             self.add("source_no_dynamic_code", node, f"{dotted}() without a library")
             return
         arg = node.args[0]
-        if isinstance(arg, (ast.Constant, ast.JoinedStr, ast.BinOp)) or (
-                isinstance(arg, ast.Call) and not _is_load_call(arg, self)):
-            self.add("source_no_dynamic_code", node, f"{dotted}() of a library named in the source")
+        if isinstance(arg, ast.Call) and _is_load_call(arg, self):
+            return
+        if isinstance(arg, ast.Name) and self._bound_only_to_load(arg.id):
+            return
+        self.add("source_no_dynamic_code", node,
+                 f"{dotted}() of a library that is not the candidate's own build (pass it load()'s result)")
+
+    def _bound_only_to_load(self, name: str) -> bool:
+        """Every binding of `name` in the file is `name = load(...)` (one target, a
+        torch.utils.cpp_extension call); a parameter, import, def, loop or tuple target is not."""
+        if self.tree is None or name in self.aliases:
+            return False
+        nodes = list(ast.walk(self.tree))
+        good = {id(a.targets[0]) for a in nodes if isinstance(a, ast.Assign) and len(a.targets) == 1
+                and isinstance(a.targets[0], ast.Name) and a.targets[0].id == name
+                and isinstance(a.value, ast.Call) and _is_load_call(a.value, self)}
+        stores = [n for n in nodes if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)]
+        other = any(_binds(n) == name for n in nodes)
+        return bool(stores) and not other and all(id(n) in good for n in stores)
 
     # -- scopes ---------------------------------------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -417,6 +449,22 @@ class Scanner(ast.NodeVisitor):
 
     def visit_Global(self, node: ast.Global) -> None:
         return None
+
+
+def _binds(node: ast.AST) -> str | None:
+    """The name a node binds other than as an assignment target (parameters, defs, imports,
+    except and match captures)."""
+    if isinstance(node, ast.arg):
+        return node.arg
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name
+    if isinstance(node, ast.alias):
+        return node.asname or node.name.split(".")[0]
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return node.name
+    if isinstance(node, ast.MatchMapping):
+        return node.rest
+    return None
 
 
 def _is_load_call(call: ast.Call, scanner: Scanner) -> bool:

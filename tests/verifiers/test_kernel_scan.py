@@ -238,10 +238,55 @@ def test_plain_cpp_kernel_with_openmp_is_allowed():
         ("ctypes.pythonapi.Py_IncRef", "source_no_dynamic_code"),
         ("ctypes.memmove(0, 0, 0)", "source_no_dynamic_code"),
         ("ctypes.c_float.from_address(x.data_ptr())", "source_no_dynamic_code"),
+        ("ctypes.c_void_p.in_dll(lib, 'aoti_torch_cpu_mm_out')", "source_no_dynamic_code"),
     ],
 )
 def test_ctypes_may_only_load_what_was_built(line, check):
     assert check in failed(model(f"{line}\nreturn x", HEADER + "import ctypes\n"))
+
+
+_BUILT = "so = load(name='k', sources=['k.cpp'], is_python_module=False)\n"
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # libtorch_cpu is already loaded: its AOTInductor shim runs ATen kernels with no dispatcher.
+        "name = 'libtorch' + '_cpu.so'\nlib = ctypes.CDLL(name)\n",
+        _BUILT + "so = 'libtorch_cpu.so'\nlib = ctypes.CDLL(so)\n",
+        "def opener(so):\n    return ctypes.CDLL(so)\n",
+        "class Paths:\n    lib = 'libtorch_cpu.so'\nlib = ctypes.CDLL(Paths.lib)\n",
+        "names = ['libtorch_cpu.so']\nlib = ctypes.CDLL(names[0])\n",
+        "so, n = load(name='k', sources=['k.cpp']), 1\nlib = ctypes.CDLL(so)\n",
+        "for so in ['libtorch_cpu.so']:\n    lib = ctypes.CDLL(so)\n",
+        "lib = ctypes.CDLL(so := 'libtorch_cpu.so')\n",
+        "lib = getattr(ctypes.cdll, 'libtorch_cpu.so')\n",
+        "lib = ctypes.cdll['libtorch_cpu.so']\n",
+        "opener = ctypes.CDLL\nlib = opener('libtorch_cpu.so')\n",
+        "class Lib(ctypes.CDLL):\n    pass\n",
+        _BUILT + "lib = ctypes.CDLL(so)\nother = type(lib)('libtorch_cpu.so')\n",
+        "from ctypes import CDLL\nname = 'libtorch_cpu.so'\nlib = CDLL(name)\n",
+    ],
+)
+def test_ctypes_loads_nothing_but_the_built_library(lines):
+    source = HEADER + "import ctypes\nfrom torch.utils.cpp_extension import load\n" + lines + (
+        "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.empty_like(x)\n")
+    assert "source_no_dynamic_code" in failed(source)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "lib = ctypes.CDLL(load(name='k', sources=['k.cpp'], is_python_module=False))\n",
+        _BUILT + "lib = ctypes.cdll.LoadLibrary(so)\n",
+        "def build():\n    so = load(name='k', sources=['k.cpp'], is_python_module=False)\n    return ctypes.CDLL(so)\n",
+        "from ctypes import CDLL\n" + _BUILT + "lib = CDLL(so)\n",
+    ],
+)
+def test_ctypes_may_load_the_built_library_however_spelled(lines):
+    source = HEADER + "import ctypes\nfrom torch.utils.cpp_extension import load\n" + lines + (
+        "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.empty_like(x)\n")
+    assert failed(source) == set()
 
 
 def test_ctypes_loading_the_built_library_is_allowed():
