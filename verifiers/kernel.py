@@ -15,7 +15,8 @@ What it does, in order (each stage only if the previous ones passed, except wher
    with the op recorder armed around each forward (every thread), the idle window after
    each return watched from outside, and each output cloned the moment forward returns and
    written out. Outputs are compared here, in the verifier's process. The C++ the candidate
-   built is then read for the torch symbols it imports.
+   built is then read for the torch symbols it imports, and every library it opened or function
+   it took through ctypes is checked to be its own build (torch's C kernels skip the recorder).
 4. Timing in another fresh sandbox: eager Model, torch.compile(Model), a plain copy of the
    task's bytes and the candidate, interleaved round by round under one supervisor that
    holds the clock, stops the candidate's processes while a reference runs, and audits one
@@ -589,6 +590,34 @@ def _symbols(sandbox, mapped: list[str], hidden: bool, checks: Checks, crit: Cri
         checks.ok("extension_symbols", f"{len(files)} library(ies) import only allowed torch symbols")
 
 
+def _judge_ctypes(checks: Checks, report: dict, when: str = "") -> None:
+    """Functions the candidate took through ctypes (worker.CtypesWatch) from a library it did not
+    build: torch's own kernels as C functions run with no dispatcher, so no op is recorded; any
+    other library's (libc's) is native code outside what extension_symbols judged."""
+    entries = report.get("ctypes_functions")
+    if not isinstance(entries, list):
+        checks.fail("harness_integrity", f"{when}the worker's record of ctypes functions is missing")
+        return
+    trusted = rt.trusted_roots()
+    torch_fns, other_fns = [], []
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 3):
+            checks.fail("harness_integrity", f"{when}a malformed ctypes record: {str(entry)[:80]}")
+            continue
+        path, name = str(entry[0]), str(entry[1])
+        own = any(path.startswith(r.rstrip("/") + "/") for r in rt.CANDIDATE_ROOTS) and \
+            not any(path.startswith(r.rstrip("/") + "/") for r in trusted)
+        if not own:
+            what = f"{name} ({os.path.basename(path)})" if name else f"the library {os.path.basename(path)}"
+            (torch_fns if "/torch/" in path else other_fns).append(what)
+    if torch_fns:
+        checks.fail("no_torch_compute", f"{when}the candidate reached torch's own libraries through ctypes (their C "
+                    f"functions run kernels with no dispatcher and no op record): {', '.join(torch_fns[:6])}")
+    if other_fns:
+        checks.fail("extension_symbols", f"{when}the candidate reached libraries it did not build through ctypes: "
+                    f"{', '.join(other_fns[:6])}")
+
+
 def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, report: dict, log: list) -> None:
     crit = ref.criteria
     records = {r.get("id"): r for r in report.get("runs") or [] if isinstance(r, dict)}
@@ -678,6 +707,7 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
     if report.get("compilers"):
         checks.fail("no_torch_compute", f"the candidate ran torch's compiler ({', '.join(map(str, report['compilers']))} "
                     "loaded): its kernel would be torch's, not its own")
+    _judge_ctypes(checks, report)
     if bad_ops:
         shown = ", ".join(f"{op} x{n}" for op, n in sorted(bad_ops.items(), key=lambda kv: -kv[1])[:8])
         checks.fail("no_torch_compute", f"forward dispatched torch ops beyond allocation: {shown}")
@@ -922,6 +952,7 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
         checks.fail("harness_integrity", "while timed: " + "; ".join(map(str, report["integrity"][:8])))
     if report.get("compilers"):
         checks.fail("no_torch_compute", "while timed, the candidate ran torch's compiler")
+    _judge_ctypes(checks, report, "while timed, ")
     _audit(ref, checks, run.ws, result, report)
 
     times = {s: median_per_iter(log, s) for s in ("eager", "compiled", "copy", "candidate")}

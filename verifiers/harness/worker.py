@@ -363,6 +363,96 @@ def load_opwatch(path: str) -> OpWatch:
     return OpWatch(path)
 
 
+class CtypesWatch:
+    """Every function the candidate takes through ctypes, with the file its code lies in.
+
+    torch's own libraries export kernels as plain C functions (the AOTInductor shim's
+    aoti_torch_cpu_*, BLAS): called through ctypes they run with no dispatcher, so the op
+    recorder sees nothing, and the candidate's own library, whose imports are judged, is not
+    involved. The verifier refuses any function from a library the candidate did not build,
+    and any such library opened at all (an opened library also gives up its symbols' addresses
+    through c_void_p.in_dll, which makes no function object). CDLL.__init__ and __getitem__
+    (attribute access too) are hooked before the candidate is imported; function objects made
+    another way are found alive at take(). An opened library is reported as function ""."""
+
+    def __init__(self):
+        import ctypes
+
+        self._ctypes = ctypes
+        self._seen: dict[tuple[str, str], int] = {}
+        dlinfo = ctypes.CDLL(None).dlinfo
+        dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        self._dlinfo = dlinfo
+        # Function objects already judged, held so that their ids are not reused; those alive
+        # before the candidate (the harness's own, torch's, dlinfo above) are not the candidate's.
+        self._counted: dict[int, object] = {id(f): f for f in self._alive()}
+        original_init, original_getitem = ctypes.CDLL.__init__, ctypes.CDLL.__getitem__
+        watch = self
+
+        def __init__(dll, *args, **kwargs):
+            original_init(dll, *args, **kwargs)
+            watch._opened(dll)
+
+        def __getitem__(dll, name_or_ordinal):
+            func = original_getitem(dll, name_or_ordinal)
+            watch._saw(func, name_or_ordinal)
+            return func
+
+        ctypes.CDLL.__init__, ctypes.CDLL.__getitem__ = __init__, __getitem__
+
+    def _opened(self, dll) -> None:
+        """The file dlopen gave this CDLL, from the dynamic linker's own record (a name like
+        "libtorch_cpu.so" finds the copy torch already loaded)."""
+        ctypes = self._ctypes
+        link_map = (ctypes.c_void_p * 2)()  # struct link_map *: l_addr, then l_name
+        pointer = (ctypes.c_void_p * 1)()
+        path = "?"
+        if self._dlinfo(dll._handle, 2, pointer) == 0 and pointer[0]:  # RTLD_DI_LINKMAP
+            ctypes.memmove(link_map, pointer[0], ctypes.sizeof(link_map))
+            name = ctypes.string_at(link_map[1]) if link_map[1] else b""
+            path = os.path.realpath(name.decode("utf-8", "replace")) if name else "?"
+        key = (path, "")
+        self._seen[key] = self._seen.get(key, 0) + 1
+
+    def _address(self, func) -> int:
+        return self._ctypes.cast(func, self._ctypes.c_void_p).value or 0
+
+    def _alive(self) -> list:
+        import gc
+
+        # type(), not isinstance: isinstance reads __class__, which a candidate's object may compute.
+        kind = self._ctypes._CFuncPtr
+        return [obj for obj in gc.get_objects() if issubclass(type(obj), kind)]
+
+    def _saw(self, func, name) -> None:
+        self._counted[id(func)] = func
+        key = (_file_at(self._address(func)), str(name))
+        self._seen[key] = self._seen.get(key, 0) + 1
+
+    def take(self) -> list[list]:
+        """[file, function, lookups] since the last take, and function objects alive now that
+        no lookup made (a _FuncPtr built by hand, a prototype applied to a library)."""
+        for obj in self._alive():
+            if id(obj) not in self._counted:
+                self._saw(obj, getattr(obj, "__name__", "?"))
+        seen, self._seen = self._seen, {}
+        return [[f, n, c] for (f, n), c in sorted(seen.items())]
+
+
+def _file_at(address: int) -> str:
+    """The file mapped at `address` in this process, or "?" (anonymous memory, or none)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                lo, _, hi = parts[0].partition("-")
+                if int(lo, 16) <= address < int(hi, 16):
+                    return parts[5].strip() if len(parts) > 5 and parts[5].startswith("/") else "?"
+    except (OSError, ValueError):
+        pass
+    return "?"
+
+
 def import_candidate(plan: dict, chan: Channel):
     """Import the candidate and find ModelNew; any failure is reported and ends the process."""
     import torch
@@ -434,6 +524,10 @@ class Integrity:
         for name in ("write", "read", "_exit", "replace"):
             self.watch[f"os.{name}"] = (os, name)
         self.watch["json.dumps"] = (json, "dumps")
+        import ctypes
+
+        for name in ("__init__", "__getitem__"):  # CtypesWatch's hooks
+            self.watch[f"ctypes.CDLL.{name}"] = (ctypes.CDLL, name)
         self.watch["hashlib.sha256"] = (hashlib, "sha256")
         self.saved = {k: obj.__dict__.get(attr) if isinstance(obj, type) else getattr(obj, attr, None)
                       for k, (obj, attr) in self.watch.items()}
@@ -530,6 +624,7 @@ def role_check(plan: dict, chan: Channel) -> None:
     torch.set_grad_enabled(False)
     baseline_threads = _thread._count()
     opwatch = load_opwatch(plan["opwatch"])
+    foreign = CtypesWatch()
     integrity = Integrity()
     cls = import_candidate(plan, chan)
     models: dict = {}
@@ -611,7 +706,8 @@ def role_check(plan: dict, chan: Channel) -> None:
         record["saved"] = True
         # Keep the outputs alive so a later run cannot be handed the same memory unnoticed.
         held_inputs[("out", run["id"])] = outs
-    chan.event("finished", report={"runs": runs, "integrity": integrity.problems(opwatch), "compilers": compilers()})
+    chan.event("finished", report={"runs": runs, "integrity": integrity.problems(opwatch), "compilers": compilers(),
+                                   "ctypes_functions": foreign.take()})
     _exit(0)
 
 
@@ -973,6 +1069,7 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
 
     torch.set_grad_enabled(False)
     opwatch = load_opwatch(plan["opwatch"])
+    foreign = CtypesWatch()
     integrity = Integrity()
     cls = import_candidate(plan, chan)
     model = construct(cls, plan["init_args"], plan["init_seed"], chan)
@@ -984,10 +1081,10 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
     opwatch.take()
     chan.event("loaded")
     serve(chan, {"candidate": model}, {"candidate": fresh}, perturb, flush, AuditLine(plan["line_fd"]),
-          opwatch, integrity)
+          opwatch, integrity, foreign)
 
 
-def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None, integrity=None) -> None:
+def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None, integrity=None, foreign=None) -> None:
     ready: list[list] = []
     while True:
         cmd = chan.command()
@@ -1057,6 +1154,8 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
             if integrity is not None:
                 report["integrity"] = integrity.problems(opwatch)
                 report["compilers"] = compilers()
+            if foreign is not None:
+                report["ctypes_functions"] = foreign.take()
             chan.event("finished", report=report)
             _exit(0)
         else:
