@@ -35,6 +35,11 @@ RECORDER = re.compile(r"\b(at::(addGlobalCallback|addThreadLocalCallback|removeC
 LIBC = {
     "dlopen": "loads libraries at run time", "dlmopen": "loads libraries at run time",
     "dlsym": "looks symbols up at run time", "dlvsym": "looks symbols up at run time",
+    # The loaded libraries' headers and symbol tables, walked without dlsym: torch's C kernels
+    # (aoti_torch_cpu_*) found that way run with no dispatcher and no op record.
+    "dl_iterate_phdr": "walks the loaded libraries", "dladdr": "maps addresses to libraries",
+    "dladdr1": "maps addresses to libraries", "dlinfo": "reads the loaded libraries' tables",
+    "getauxval": "reads the process's auxiliary vector (its program headers)",
     "pthread_create": "starts threads", "fork": "starts processes", "vfork": "starts processes",
     "clone": "starts processes", "system": "runs commands", "popen": "runs commands",
     "execv": "runs programs", "execve": "runs programs", "execvp": "runs programs", "execl": "runs programs",

@@ -45,6 +45,8 @@ def test_an_honest_extension_is_clean():
         ("at::clearCallbacks()", "recording"),
         ("c10::impl::ExcludeDispatchKeyGuard::ExcludeDispatchKeyGuard(c10::DispatchKeySet)", "dispatcher"),
         ("dlsym@GLIBC_2.34", "dlsym"),
+        ("dl_iterate_phdr@GLIBC_2.2.5", "walks the loaded libraries"),
+        ("dladdr@GLIBC_2.34", "maps addresses"),
         ("pthread_create@GLIBC_2.34", "threads"),
         ("std::thread::_M_start_thread(std::unique_ptr<std::thread::_State>, void (*)())", "std::thread"),
         ("fork@GLIBC_2.2.5", "processes"),
