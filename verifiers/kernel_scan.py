@@ -276,6 +276,12 @@ class Scanner(ast.NodeVisitor):
     def _judge_torch(self, full: list[str], node: ast.AST, dotted: str) -> None:
         if len(full) < 2:
             return
+        if "torch" in full[1:]:
+            # torch's modules hold torch itself (torch.utils.cpp_extension.torch.softmax): what
+            # follows is judged as the torch path it is.
+            last = len(full) - 1 - full[::-1].index("torch")
+            self._judge_torch(full[last:], node, dotted)
+            return
         reexport = next((p for p in full[1:] if p in TORCH_REEXPORTS), None)
         if reexport is not None:
             self.add("source_imports", node, f"uses {dotted}, torch's copy of the {reexport!r} module (an import around the allowed list)")
@@ -295,7 +301,7 @@ class Scanner(ast.NodeVisitor):
                 self.add("source_no_torch_compute", node, f"uses {dotted} outside ModelNew.__init__")
             return
         if second == "utils" and len(full) > 2:
-            if full[2] != "cpp_extension":
+            if full[2] != "cpp_extension" or (len(full) > 3 and full[3] not in self.c.allowed_torch):
                 self.add("source_no_torch_compute", node, f"uses {dotted}")
             return
         if second == "Tensor" and len(full) > 2:

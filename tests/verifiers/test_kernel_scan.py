@@ -245,6 +245,20 @@ def test_ctypes_may_only_load_what_was_built(line, check):
     assert check in failed(model(f"{line}\nreturn x", HEADER + "import ctypes\n"))
 
 
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "torch.utils.cpp_extension.torch.softmax(x, -1)",
+        "cpp_extension.torch.nn.functional.softmax(x, -1)",
+        "torch.nn.functional.torch.exp(x)",
+        "cpp_extension.verify_ninja_availability()",
+    ],
+)
+def test_torch_reached_through_its_own_modules_is_judged_as_torch(expr):
+    header = HEADER + "import torch.utils.cpp_extension\nimport torch.nn.functional\nfrom torch.utils import cpp_extension\n"
+    assert "source_no_torch_compute" in failed(model(f"return {expr}", header))
+
+
 _BUILT = "so = load(name='k', sources=['k.cpp'], is_python_module=False)\n"
 
 
