@@ -61,7 +61,9 @@ TORCH_REEXPORTS = {"builtins", "ctypes", "functools", "glob", "importlib", "insp
                    "copyreg", "weakref"}
 
 CPP_DYNAMIC = [
-    (r"\bdl(open|sym|vsym|mopen)\b", "loads symbols at run time ({0})"),
+    (r"\bdl(open|sym|vsym|mopen|addr1?|info|_iterate_phdr)\b", "loads symbols at run time ({0})"),
+    # torch's kernels as C functions (AOTInductor's shim): no dispatcher, so no op record.
+    (r"\baoti_torch_\w*", "calls torch's C kernel shim ({0})"),
     (r"\bTORCH_LIBRARY(_IMPL|_FRAGMENT)?\b", "registers torch operators ({0})"),
     (r"RecordFunction|enableRecordFunction|\b(add|remove|clear)\w*Callbacks?\b", "touches torch's op recording ({0})"),
     (r"DispatchKey|ExcludeDispatchKeyGuard|AutoDispatch|\bredispatch\b|\bDispatcher\b", "steers torch's dispatcher ({0})"),

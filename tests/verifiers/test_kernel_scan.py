@@ -211,6 +211,10 @@ def cpp(code: str) -> str:
         ("torch::Tensor f(torch::Tensor x) { _exit(0); return x; }", "source_no_system_access"),
         ("torch::Tensor f(torch::Tensor x) { system(\"true\"); return x; }", "source_no_system_access"),
         ("TORCH_LIBRARY(my, m) { m.def(\"f\", &f); }", "source_no_dynamic_code"),
+        ("#include <link.h>\nint cb(dl_phdr_info*, size_t, void*);\ntorch::Tensor f(torch::Tensor x) { dl_iterate_phdr(cb, 0); return x; }",
+         "source_no_dynamic_code"),
+        ("extern \"C\" int aoti_torch_cpu_mm_out(void*, void*, void*);\ntorch::Tensor f(torch::Tensor x) { return x; }",
+         "source_no_dynamic_code"),
     ],
 )
 def test_inline_cpp_rules(code, check):
