@@ -46,7 +46,7 @@ def test_every_route_to_a_function_is_recorded_with_its_file(watch, own_library)
     torch_cpu = ctypes.CDLL("libtorch_cpu.so")  # already loaded by torch
     torch_cpu.aoti_torch_dtype_float32()
     torch_cpu["aoti_torch_device_type_cpu"]
-    by_hand = torch_cpu._FuncPtr(("aoti_torch_get_data_ptr", torch_cpu))  # no lookup hook on this route
+    by_hand = torch_cpu._FuncPtr(("aoti_torch_get_data_ptr", torch_cpu))  # not through __getitem__
     own = ctypes.CDLL(str(own_library))
     assert own.kernel(41) == 42
     seen = {(Path(f).name, n): c for f, n, c in watch.take()}
@@ -55,7 +55,7 @@ def test_every_route_to_a_function_is_recorded_with_its_file(watch, own_library)
         ("libk.so", ""): 1,
         ("libtorch_cpu.so", "aoti_torch_dtype_float32"): 1,
         ("libtorch_cpu.so", "aoti_torch_device_type_cpu"): 1,
-        ("libtorch_cpu.so", "?"): 1,
+        ("libtorch_cpu.so", "aoti_torch_get_data_ptr"): 1,
         ("libk.so", "kernel"): 1,
     }, seen
     assert by_hand is not None
@@ -75,6 +75,15 @@ def test_a_function_found_through_the_candidates_own_handle_is_still_torchs(watc
     own.aoti_torch_dtype_float32()
     seen = {(Path(f).name, n) for f, n, _ in watch.take()}
     assert seen == {("libk.so", ""), ("libtorch_cpu.so", "aoti_torch_dtype_float32")}, seen
+
+
+def test_a_function_made_by_hand_and_dropped_is_seen(watch):
+    torch_cpu = ctypes.CDLL("libtorch_cpu.so")
+    f = torch_cpu._FuncPtr(("aoti_torch_dtype_float32", torch_cpu))
+    assert f() >= 0
+    del f  # gone before the end-of-run scan
+    seen = {(Path(p).name, n) for p, n, _ in watch.take()}
+    assert seen == {("libtorch_cpu.so", ""), ("libtorch_cpu.so", "aoti_torch_dtype_float32")}, seen
 
 
 def test_functions_that_existed_before_the_candidate_are_not_its(monkeypatch, own_library):

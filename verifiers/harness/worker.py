@@ -372,8 +372,10 @@ class CtypesWatch:
     involved. The verifier refuses any function from a library the candidate did not build,
     and any such library opened at all (an opened library also gives up its symbols' addresses
     through c_void_p.in_dll, which makes no function object). CDLL.__init__ and __getitem__
-    (attribute access too) are hooked before the candidate is imported; function objects made
-    another way are found alive at take(). An opened library is reported as function ""."""
+    (attribute access too) are hooked before the candidate is imported, and each library's
+    _FuncPtr class is wrapped, so a function made and dropped inside forward is seen; function
+    objects made another way (a prototype) are found alive at take(). An opened library is
+    reported as function ""."""
 
     def __init__(self):
         import ctypes
@@ -392,6 +394,17 @@ class CtypesWatch:
         def __init__(dll, *args, **kwargs):
             original_init(dll, *args, **kwargs)
             watch._opened(dll)
+
+            base = dll._FuncPtr
+
+            class _FuncPtr(base):  # every function made from this library, dropped or not
+                _flags_, _restype_ = base._flags_, base._restype_
+
+                def __init__(func, *args):
+                    what = args[0] if args else None
+                    watch._saw(func, what[0] if isinstance(what, tuple) and what else "?")
+
+            dll._FuncPtr = _FuncPtr
 
         def __getitem__(dll, name_or_ordinal):
             func = original_getitem(dll, name_or_ordinal)
@@ -425,6 +438,8 @@ class CtypesWatch:
         return [obj for obj in gc.get_objects() if issubclass(type(obj), kind)]
 
     def _saw(self, func, name) -> None:
+        if self._counted.get(id(func)) is func:
+            return  # made through the library's _FuncPtr and handed out by __getitem__: once
         self._counted[id(func)] = func
         key = (_file_at(self._address(func)), str(name))
         self._seen[key] = self._seen.get(key, 0) + 1
