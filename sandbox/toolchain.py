@@ -48,7 +48,8 @@ def _python_prefixes() -> list[str]:
     return out
 
 
-def _covered(path: str, dirs: list[str]) -> bool:
+def covered(path: str, dirs: list[str]) -> bool:
+    """`path` is one of `dirs` or lies below one."""
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
@@ -64,7 +65,7 @@ def host_toolchain() -> Toolchain:
     for prefix in _python_prefixes():
         if prefix in NEVER_BIND:
             continue
-        if not _covered(prefix, ro):
+        if not covered(prefix, ro):
             ro.append(prefix)
     etc = tuple(e for e in ETC_ENTRIES if os.path.exists(e))
     venv_bin = os.path.join(sys.prefix, "bin")

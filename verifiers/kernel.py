@@ -598,16 +598,13 @@ def _judge_ctypes(checks: Checks, report: dict, when: str = "") -> None:
     if not isinstance(entries, list):
         checks.fail("harness_integrity", f"{when}the worker's record of ctypes functions is missing")
         return
-    trusted = rt.trusted_roots()
     torch_fns, other_fns = [], []
     for entry in entries:
         if not (isinstance(entry, list) and len(entry) == 3):
             checks.fail("harness_integrity", f"{when}a malformed ctypes record: {str(entry)[:80]}")
             continue
         path, name = str(entry[0]), str(entry[1])
-        own = any(path.startswith(r.rstrip("/") + "/") for r in rt.CANDIDATE_ROOTS) and \
-            not any(path.startswith(r.rstrip("/") + "/") for r in trusted)
-        if not own:
+        if not rt.candidate_built(path):
             what = f"{name} ({os.path.basename(path)})" if name else f"the library {os.path.basename(path)}"
             (torch_fns if "/torch/" in path else other_fns).append(what)
     if torch_fns:

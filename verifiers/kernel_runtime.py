@@ -67,6 +67,15 @@ def trusted_roots() -> list[str]:
     return list(host_toolchain().ro_dirs)
 
 
+def candidate_built(path: str) -> bool:
+    """A file the candidate built or brought: under a candidate root and not part of the host
+    toolchain bound there read-only. (harness/supervisor.py's mapped_files, a standalone script
+    in the sandbox, applies the same rule to the candidate's memory maps.)"""
+    from assay.sandbox.toolchain import covered
+
+    return covered(path, CANDIDATE_ROOTS) and not covered(path, trusted_roots())
+
+
 # Set in a process that only warms caches ahead of a verification (kernel.warm_task): its
 # sandboxes take CPU time nobody else wants.
 BACKGROUND = {"on": False}
