@@ -8,7 +8,6 @@ reaches the MCP session manager.
 from __future__ import annotations
 
 import hmac
-import logging
 import secrets
 import signal
 from urllib.parse import urlsplit
@@ -17,11 +16,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from assay.errors import UserError
-from assay.tools.gate_audit import record_in_flight
-from assay.tools.server import build_server
+from assay.tools.server import build_server, record_stopped_calls
 from assay.tools.session import Session
-
-log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 MAX_BODY = 4 * 1024 * 1024
@@ -109,9 +105,7 @@ async def serve_http(session: Session, token: str, host: str, port: int) -> None
 
         async def shutdown(self, sockets=None) -> None:
             if self.stopped_by is not None:
-                n = record_in_flight(f"the server was stopped by {self.stopped_by}")
-                if n:
-                    log.warning("%s: recorded %d call(s) still running as interrupted", self.stopped_by, n)
+                record_stopped_calls(self.stopped_by)
             await super().shutdown(sockets)
 
     config = uvicorn.Config(http_app(session, token, host), host=host, port=port, log_level="warning", lifespan="on")

@@ -97,9 +97,15 @@ async def _record_calls_on_sigterm() -> None:
     call in flight as interrupted, then die of the signal as before."""
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
         async for _ in signals:
-            n = record_in_flight("the server was stopped by SIGTERM")
-            if n:
-                log.warning("SIGTERM: recorded %d call(s) still running as interrupted", n)
+            record_stopped_calls("SIGTERM")
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
+
+
+def record_stopped_calls(signal_name: str) -> None:
+    """Record the calls still running as interrupted by the signal that stops the server (stdio
+    and HTTP alike); call it from the event loop, not inside a signal handler."""
+    n = record_in_flight(f"the server was stopped by {signal_name}")
+    if n:
+        log.warning("%s: recorded %d call(s) still running as interrupted", signal_name, n)
