@@ -424,8 +424,10 @@ class CtypesWatch:
             ctypes.memmove(link_map, pointer[0], ctypes.sizeof(link_map))
             name = ctypes.string_at(link_map[1]) if link_map[1] else b""
             path = os.path.realpath(name.decode("utf-8", "replace")) if name else "?"
-        key = (path, "")
-        self._seen[key] = self._seen.get(key, 0) + 1
+        self._note(path, "")
+
+    def _note(self, path: str, name: str) -> None:
+        self._seen[(path, name)] = self._seen.get((path, name), 0) + 1
 
     def _address(self, func) -> int:
         return self._ctypes.cast(func, self._ctypes.c_void_p).value or 0
@@ -441,15 +443,13 @@ class CtypesWatch:
         if self._counted.get(id(func)) is func:
             return  # made through the library's _FuncPtr and handed out by __getitem__: once
         self._counted[id(func)] = func
-        key = (_file_at(self._address(func)), str(name))
-        self._seen[key] = self._seen.get(key, 0) + 1
+        self._note(_file_at(self._address(func)), str(name))
 
     def take(self) -> list[list]:
-        """[file, function, lookups] since the last take, and function objects alive now that
-        no lookup made (a _FuncPtr built by hand, a prototype applied to a library)."""
+        """[file, function, count] since the last take (function "" for a library opened), with
+        function objects alive now that no hook saw made (a prototype applied to a library)."""
         for obj in self._alive():
-            if id(obj) not in self._counted:
-                self._saw(obj, getattr(obj, "__name__", "?"))
+            self._saw(obj, getattr(obj, "__name__", "?"))
         seen, self._seen = self._seen, {}
         return [[f, n, c] for (f, n), c in sorted(seen.items())]
 
