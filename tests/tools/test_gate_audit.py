@@ -170,8 +170,8 @@ async def test_a_failing_ledger_does_not_mask_the_cancellation():
 
 async def test_a_server_stopping_records_the_calls_still_running_once():
     # A tool's thread cannot be abandoned, so a server stopped by SIGTERM never reaches the
-    # audit's own except: its signal handler records what is still inside, from another task
-    # (another context: the decision comes from the call, not the policy's context variable).
+    # audit's own except: its signal handler records what is still inside, from another task,
+    # with the decision the policy put on the call.
     from assay.tools.gate_audit import record_in_flight
 
     led = FakeLedger()

@@ -4,12 +4,12 @@ cannot leave it out (the stdio server's counterpart is in tests/agents/test_budg
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sqlite3
 import threading
 import time
-import contextlib
-import os
 from pathlib import Path
 
 import httpx

@@ -26,20 +26,35 @@ from assay.verifiers.kernel_judge import Checks  # noqa: E402
 
 
 @pytest.fixture
-def watch(monkeypatch):
-    for name in ("__init__", "__getitem__"):  # put back after
+def cdll_put_back(monkeypatch):
+    """CtypesWatch hooks ctypes.CDLL for good, as it must in the worker; a test process gets it back."""
+    for name in ("__init__", "__getitem__"):
         monkeypatch.setattr(ctypes.CDLL, name, vars(ctypes.CDLL)[name])
+
+
+@pytest.fixture
+def watch(cdll_put_back):
     return worker.CtypesWatch()
+
+
+def _build(folder: Path, *ldflags: str) -> Path:
+    """libk.so with one function, kernel(x) = x + 1."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is needed to build a library")
+    (folder / "k.cpp").write_text('extern "C" int kernel(int x) { return x + 1; }\n')
+    subprocess.run(["g++", "-shared", "-fPIC", str(folder / "k.cpp"), "-o", str(folder / "libk.so"), *ldflags], check=True)
+    return folder / "libk.so"
 
 
 @pytest.fixture(scope="module")
 def own_library(tmp_path_factory) -> Path:
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is needed to build a library")
-    folder = tmp_path_factory.mktemp("own")
-    (folder / "k.cpp").write_text('extern "C" int kernel(int x) { return x + 1; }\n')
-    subprocess.run(["g++", "-shared", "-fPIC", "-O1", str(folder / "k.cpp"), "-o", str(folder / "libk.so")], check=True)
-    return folder / "libk.so"
+    return _build(tmp_path_factory.mktemp("own"))
+
+
+def _judge(entries) -> Checks:
+    checks = Checks()
+    _judge_ctypes(checks, {"ctypes_functions": entries})
+    return checks
 
 
 def test_every_route_to_a_function_is_recorded_with_its_file(watch, own_library):
@@ -65,13 +80,8 @@ def test_every_route_to_a_function_is_recorded_with_its_file(watch, own_library)
 def test_a_function_found_through_the_candidates_own_handle_is_still_torchs(watch, tmp_path):
     # dlsym on a library's handle searches its dependencies too: a build linked against
     # libtorch_cpu hands out torch's C kernels under its own name.
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is needed to build a library")
     torch_lib = Path(torch.__file__).parent / "lib"
-    (tmp_path / "k.cpp").write_text('extern "C" int kernel(int x) { return x + 1; }\n')
-    subprocess.run(["g++", "-shared", "-fPIC", str(tmp_path / "k.cpp"), "-o", str(tmp_path / "libk.so"),
-                    "-Wl,--no-as-needed", f"-L{torch_lib}", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}"], check=True)
-    own = ctypes.CDLL(str(tmp_path / "libk.so"))
+    own = ctypes.CDLL(str(_build(tmp_path, "-Wl,--no-as-needed", f"-L{torch_lib}", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}")))
     own.aoti_torch_dtype_float32()
     seen = {(Path(f).name, n) for f, n, _ in watch.take()}
     assert seen == {("libk.so", ""), ("libtorch_cpu.so", "aoti_torch_dtype_float32")}, seen
@@ -86,10 +96,8 @@ def test_a_function_made_by_hand_and_dropped_is_seen(watch):
     assert seen == {("libtorch_cpu.so", ""), ("libtorch_cpu.so", "aoti_torch_dtype_float32")}, seen
 
 
-def test_functions_that_existed_before_the_candidate_are_not_its(monkeypatch, own_library):
+def test_functions_that_existed_before_the_candidate_are_not_its(cdll_put_back, own_library):
     harness_fn = ctypes.CDLL(str(own_library)).kernel  # as the harness's own OpWatch takes its functions
-    for name in ("__init__", "__getitem__"):
-        monkeypatch.setattr(ctypes.CDLL, name, vars(ctypes.CDLL)[name])
     watch = worker.CtypesWatch()
     assert watch.take() == [] and harness_fn(1) == 2
 
@@ -118,15 +126,7 @@ def test_a_library_opened_is_reported_even_if_no_function_is_taken(watch):
     ctypes.c_void_p.in_dll(torch_cpu, "aoti_torch_cpu_addmm_out")
     ((path, name, count),) = watch.take()
     assert (Path(path).name, name, count) == ("libtorch_cpu.so", "", 1) and Path(path).is_absolute()
-    checks = Checks()
-    _judge_ctypes(checks, {"ctypes_functions": [[path, name, count]]})
-    assert "the library libtorch_cpu.so" in checks.items["no_torch_compute"].detail
-
-
-def _judge(entries) -> Checks:
-    checks = Checks()
-    _judge_ctypes(checks, {"ctypes_functions": entries})
-    return checks
+    assert "the library libtorch_cpu.so" in _judge([[path, name, count]]).items["no_torch_compute"].detail
 
 
 def test_the_candidates_own_library_passes_and_any_other_fails():

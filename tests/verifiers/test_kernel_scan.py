@@ -263,6 +263,7 @@ def test_torch_reached_through_its_own_modules_is_judged_as_torch(expr):
     assert "source_no_torch_compute" in failed(model(f"return {expr}", header))
 
 
+_LOADER_HEADER = HEADER + "import ctypes\nfrom torch.utils.cpp_extension import load\n"
 _BUILT = "so = load(name='k', sources=['k.cpp'], is_python_module=False)\n"
 
 
@@ -287,9 +288,7 @@ _BUILT = "so = load(name='k', sources=['k.cpp'], is_python_module=False)\n"
     ],
 )
 def test_ctypes_loads_nothing_but_the_built_library(lines):
-    source = HEADER + "import ctypes\nfrom torch.utils.cpp_extension import load\n" + lines + (
-        "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.empty_like(x)\n")
-    assert "source_no_dynamic_code" in failed(source)
+    assert "source_no_dynamic_code" in failed(model("return torch.empty_like(x)", _LOADER_HEADER + lines))
 
 
 @pytest.mark.parametrize(
@@ -302,9 +301,7 @@ def test_ctypes_loads_nothing_but_the_built_library(lines):
     ],
 )
 def test_ctypes_may_load_the_built_library_however_spelled(lines):
-    source = HEADER + "import ctypes\nfrom torch.utils.cpp_extension import load\n" + lines + (
-        "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.empty_like(x)\n")
-    assert failed(source) == set()
+    assert failed(model("return torch.empty_like(x)", _LOADER_HEADER + lines)) == set()
 
 
 def test_ctypes_loading_the_built_library_is_allowed():
