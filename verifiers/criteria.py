@@ -64,6 +64,14 @@ class Timing(_Strict):
     # per CPU beside a docker sandbox (more neighbours did not lower it); at 0.65 a run beside two
     # per CPU read 0.658, and its failed speed check was not called inconclusive.
     min_cpu_share: float = Field(default=0.8, gt=0, le=1)
+    # While the candidate is timed, its running thread's program counter every this much CPU
+    # time (the kernel samples at its tick at the finest: 4 ms on a 250 Hz kernel)...
+    sample_us: int = Field(default=1000, ge=100, le=100_000)
+    # ...and the share of those samples that may lie in torch's own code (not its OpenMP
+    # runtime, not Sleef's vector math), once there are at least min_samples. Honest kernels
+    # read 0-3% here (pybind11 glue, allocation); a kernel of torch's reached by address, 60-100%.
+    max_torch_cpu_share: float = Field(default=0.2, gt=0, le=1)
+    min_samples: int = Field(default=50, ge=1)
 
 
 class Roofline(_Strict):

@@ -27,7 +27,10 @@ What it does, in order (each stage only if the previous ones passed, except wher
    the rows that changed must recompute them all. Then fresh rounds of eager and the
    candidate, every call on an input no call saw before, written by the reference while the
    candidate is stopped: the speedup credited is at most `fresh_slack` times the one they
-   show (what survives of remembering inputs must survive that too). The audited outputs are
+   show (what survives of remembering inputs must survive that too). While the candidate
+   runs, its threads' instructions are sampled every `sample_us` of CPU time: a kernel of
+   torch's reached by address, which no op record, ctypes hook or symbol shows, shows there
+   (kernel_samples). The audited outputs are
    copied into memory made before the clock starts, so no subject's round pays page faults
    the harness caused.
 
@@ -66,11 +69,13 @@ from assay.verifiers.kernel_judge import (
     inconclusive,
     judge_lifecycle,
     load_tensors,
+    median_cpu_per_iter,
     median_per_iter,
     same_values,
     scaling,
     unwritten,
 )
+from assay.verifiers.kernel_samples import judge_samples
 from assay.verifiers.kernel_scan import SCAN_CHECKS, save_tensor_names, scan_candidate
 
 VERIFIER = "assay.verifiers.kernel/1"
@@ -885,7 +890,7 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
               "perturb_max_elements": tm.perturb_max_elements, "fresh_input_mb": tm.fresh_input_mb, "flush_mb": tm.flush_mb}
     ref_plan = {"role": "time-ref", "task": f"{rt.IN_TASK}/task.py", "copy_bytes": first["min_bytes"], **common}
     cand_plan = {"role": "time-cand", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref),
-                 **common}
+                 "sample_us": tm.sample_us, **common}
     (ws / "refhome" / "tmp").mkdir()
     ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TMPDIR=f"{rt.WORKDIR}/refhome/tmp",
                           TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
@@ -953,6 +958,7 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     _audit(ref, checks, run.ws, result, report)
 
     times = {s: median_per_iter(log, s) for s in ("eager", "compiled", "copy", "candidate")}
+    judge_samples(checks, report, crit, metrics, median_cpu_per_iter(times["eager"][1]))
     fresh = {s: median_per_iter(log, s, "fresh_round") for s in ("eager", "candidate")}
     t_eager, t_comp, t_copy, t_cand = (times[s][0] for s in ("eager", "compiled", "copy", "candidate"))
     problems = list(result.get("integrity") or [])

@@ -244,6 +244,13 @@ def median_per_iter(log: list[dict], subject: str, kind: str = "round") -> tuple
     return statistics.median(float(e["wall_s"]) / int(e["n"]) for e in rounds), rounds
 
 
+def median_cpu_per_iter(rounds: list[dict]) -> float | None:
+    """The median CPU seconds per iteration of these rounds (the supervisor's cpu_s), or None."""
+    per = [float(e["cpu_s"]) / int(e["n"]) for e in rounds
+           if isinstance(e.get("cpu_s"), (int, float)) and isinstance(e.get("n"), int) and e["n"] > 0]
+    return statistics.median(per) if per else None
+
+
 TRUSTED_SUBJECTS = ("eager", "compiled", "copy")
 
 

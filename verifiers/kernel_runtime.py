@@ -173,10 +173,15 @@ def _torch_version() -> str:
     return version("torch")
 
 
+# The verifier's own native code for the candidate's processes, built into one library.
+HARNESS_NATIVE = ("opwatch.cpp", "sampler.cpp")
+
+
 def opwatch_library(cache_dir: Path, backend: str) -> Path:
-    """The compiled op recorder (harness/opwatch.cpp), built once per source, torch and Python
-    in a sandbox of its own; returns the folder holding `assay_opwatch_<key>.so`."""
-    source = (harness_dir() / "opwatch.cpp").read_bytes()
+    """The compiled op recorder (harness/opwatch.cpp) and CPU sampler (harness/sampler.cpp) in
+    one library, built once per source, torch and Python in a sandbox of its own; returns the
+    folder holding `assay_opwatch_<key>.so`."""
+    source = b"".join((harness_dir() / name).read_bytes() for name in HARNESS_NATIVE)
     key = hashlib.sha256(source + _torch_version().encode() + sys.version.encode()).hexdigest()[:16]
     name = f"assay_opwatch_{key}"
     home = cache_dir / "opwatch" / key
@@ -197,8 +202,8 @@ def opwatch_library(cache_dir: Path, backend: str) -> Path:
             "cmd = ['g++', '-std=c++17', '-O2', '-fPIC', '-shared', '-w',\n"
             "       f'-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}',\n"
             "       *[f'-I{p}' for p in ce.include_paths()],\n"
-            f"       '{IN_HARNESS}/opwatch.cpp', '-o', '{WORKDIR}/build/{name}.so.tmp',\n"
-            "       *[f'-L{p}' for p in libs], *[f'-Wl,-rpath,{p}' for p in libs], '-lc10', '-ltorch_cpu']\n"
+            f"       *{[f'{IN_HARNESS}/{n}' for n in HARNESS_NATIVE]!r}, '-o', '{WORKDIR}/build/{name}.so.tmp',\n"
+            "       *[f'-L{p}' for p in libs], *[f'-Wl,-rpath,{p}' for p in libs], '-lc10', '-ltorch_cpu', '-lrt']\n"
             "done = subprocess.run(cmd, capture_output=True, text=True)\n"
             "if done.returncode:\n"
             "    sys.exit(done.stderr[-3000:] or 'g++ failed')\n"
@@ -206,6 +211,7 @@ def opwatch_library(cache_dir: Path, backend: str) -> Path:
             "import ctypes\n"
             f"lib = ctypes.CDLL('{WORKDIR}/build/{name}.so')\n"
             "lib.assay_opwatch_install(); assert lib.assay_opwatch_installed()\n"
+            "assert lib.assay_sampler_start(1000) == 0 and lib.assay_sampler_intact()\n"
             "print('@@ASSAY {\"ok\": true}')\n"
         )
         limits = sandbox_limits(4096, 256, 900)

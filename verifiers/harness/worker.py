@@ -454,6 +454,116 @@ class CtypesWatch:
         return [[f, n, c] for (f, n), c in sorted(seen.items())]
 
 
+def _thread_cpu_ns() -> dict[int, int]:
+    """CPU time of each thread of this process so far, in ns (schedstat; stat's ticks if absent)."""
+    out = {}
+    for name in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{name}/schedstat", "rb") as f:
+                out[int(name)] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            try:
+                with open(f"/proc/self/task/{name}/stat", "rb") as f:
+                    fields = f.read().rpartition(b")")[2].split()
+                out[int(name)] = (int(fields[11]) + int(fields[12])) * 10**9 // os.sysconf("SC_CLK_TCK")
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+class Sampler:
+    """Where the candidate's CPU time goes (harness/sampler.cpp): each thread's program counter
+    every `interval_us` of its own CPU time, only inside the candidate's rounds (every thread
+    alive when a round starts gets a timer). Each round's CPU time per thread is read too, so a
+    thread that ran unsampled (it blocked SIGPROF, or started inside the round) or a stopped
+    timer shows against the time it used."""
+
+    def __init__(self, path: str, interval_us: int):
+        import ctypes
+
+        self._ctypes = ctypes
+        lib = ctypes.CDLL(path)
+        self._arm, self._disarm = lib.assay_sampler_arm, lib.assay_sampler_disarm
+        self._intact, self._take = lib.assay_sampler_intact, lib.assay_sampler_take
+        self._take.restype = ctypes.c_long
+        self._take.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+        self._arm.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.interval_ns = interval_us * 1000
+        self.started = lib.assay_sampler_start(ctypes.c_long(interval_us)) == 0
+        self.cpu_ns: dict[int, int] = {}   # per thread, inside the armed windows
+        self.stopped = 0                   # timers found stopped at a window's end
+        self.calls = 0                     # forward calls inside the windows
+        self._before: dict[int, int] = {}
+
+    def arm(self, calls: int) -> None:
+        self.calls += calls
+        self._before = _thread_cpu_ns()
+        threads = list(self._before)
+        self._arm((self._ctypes.c_int * len(threads))(*threads), len(threads))
+
+    def disarm(self) -> None:
+        self.stopped += self._disarm()
+        after = _thread_cpu_ns()
+        for tid, ns in after.items():
+            self.cpu_ns[tid] = self.cpu_ns.get(tid, 0) + ns - self._before.get(tid, 0)
+
+    def report(self) -> dict:
+        """{"samples": [[file, offset in the file's mapping or -1, intervals of CPU time]],
+        "problems": [...], "interval_us", "calls", "cpu_ms", "sampled_ms", "count"}; offsets only
+        for torch's files, the rest by file."""
+        c = self._ctypes
+        cap = 1 << 17
+        pcs, tids, weights = (c.c_ulonglong * cap)(), (c.c_int * cap)(), (c.c_int * cap)()
+        n = self._take(pcs, tids, weights, cap) if self.started else 0
+        kept = min(n, cap)
+        maps = []
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                lo, _, hi = parts[0].partition("-")
+                name = parts[5].strip() if len(parts) > 5 and parts[5].startswith("/") else "?"
+                maps.append((int(lo, 16), int(hi, 16), name))
+        maps.sort()
+        base: dict[str, int] = {}
+        for lo, _, name in maps:
+            base.setdefault(name, lo)
+        starts = [m[0] for m in maps]
+        import bisect
+
+        counts: dict[tuple[str, int], int] = {}
+        per_thread: dict[int, int] = {}
+        for i in range(kept):
+            pc = pcs[i]
+            j = bisect.bisect_right(starts, pc) - 1
+            name = maps[j][2] if j >= 0 and pc < maps[j][1] else "?"
+            where = (name, pc - base[name]) if "/torch/" in name and name != "?" else (name, -1)
+            counts[where] = counts.get(where, 0) + weights[i]
+            per_thread[tids[i]] = per_thread.get(tids[i], 0) + weights[i]
+        cpu_ns = sum(v for v in self.cpu_ns.values() if v > 0)
+        sampled_ns = sum(per_thread.values()) * self.interval_ns
+        problems = []
+        if not self.started:
+            problems.append("the CPU sampler could not start (SIGPROF handler or CPU-time timer refused)")
+        elif not self._intact():
+            problems.append("the CPU sampler's SIGPROF handler was replaced")
+        if self.stopped:
+            problems.append(f"the CPU sampler's timers were found stopped {self.stopped} time(s) at a round's end")
+        if n > cap:
+            problems.append(f"the CPU sampler took {n} samples, more than its {cap} slots")
+        if self.started and cpu_ns >= 200 * 10**6 and sampled_ns < cpu_ns // 2:
+            problems.append(f"the CPU sampler saw {sampled_ns / 1e6:.0f} ms of the {cpu_ns / 1e6:.0f} ms the candidate's "
+                            "threads ran (SIGPROF blocked, or its timer tampered with)")
+        if self.started:
+            for tid, ns in self.cpu_ns.items():
+                seen = per_thread.get(tid, 0) * self.interval_ns
+                if ns >= 100 * 10**6 and seen < ns // 4:
+                    problems.append(f"thread {tid} ran {ns / 1e6:.0f} ms of CPU and was sampled for {seen / 1e6:.0f} ms "
+                                    "(it blocked SIGPROF, or started inside a round)")
+        return {"samples": [[f, off, k] for (f, off), k in sorted(counts.items())], "problems": problems,
+                "interval_us": self.interval_ns // 1000, "calls": self.calls, "cpu_ms": round(cpu_ns / 1e6, 1),
+                "sampled_ms": round(sampled_ns / 1e6, 1), "count": n}
+
+
 def _file_at(address: int) -> str:
     """The file mapped at `address` in this process, or "?" (anonymous memory, or none)."""
     try:
@@ -1084,6 +1194,8 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
 
     torch.set_grad_enabled(False)
     opwatch = load_opwatch(plan["opwatch"])
+    # Started before the candidate's code runs, so a handler it installs shows as a replacement.
+    sampler = Sampler(plan["opwatch"], int(plan["sample_us"]))
     foreign = CtypesWatch()
     integrity = Integrity()
     cls = import_candidate(plan, chan)
@@ -1096,10 +1208,11 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
     opwatch.take()
     chan.event("loaded")
     serve(chan, {"candidate": model}, {"candidate": fresh}, perturb, flush, AuditLine(plan["line_fd"]),
-          opwatch, integrity, foreign)
+          opwatch, integrity, foreign, sampler)
 
 
-def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None, integrity=None, foreign=None) -> None:
+def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None, integrity=None, foreign=None,
+          sampler: Sampler | None = None) -> None:
     ready: list[list] = []
     while True:
         cmd = chan.command()
@@ -1114,7 +1227,11 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
             # warm-up that dropped each output at once left the first timed rounds 4000-8000 page
             # faults to take (70 ms for a 1.4 ms call), and the calibration sized rounds on them.
             use = perturb if cmd["subject"] != "copy" else None
+            if sampler is not None:
+                sampler.arm(int(cmd["n"]))
             timed_round(fn, args, use, int(cmd["n"]), 0, line.rehearse)
+            if sampler is not None:
+                sampler.disarm()
             if opwatch is not None:
                 opwatch.disarm()
             chan.event("warmed")
@@ -1142,11 +1259,15 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
                     _exit(5)
             if opwatch is not None:
                 opwatch.arm()
+            if sampler is not None:
+                sampler.arm(len(ready) if cmd.get("fresh") else n)
             if cmd.get("fresh"):
                 timed_fresh_round(fn, ready, int(cmd.get("first", 0)), line, inputs[cmd["subject"]])
             else:
                 use = perturb if cmd["subject"] != "copy" else None
                 timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), line.report)
+            if sampler is not None:
+                sampler.disarm()
             if opwatch is not None:
                 opwatch.disarm()
             ready = []
@@ -1171,6 +1292,8 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
                 report["compilers"] = compilers()
             if foreign is not None:
                 report["ctypes_functions"] = foreign.take()
+            if sampler is not None:
+                report["cpu_sampling"] = sampler.report()
             chan.event("finished", report=report)
             _exit(0)
         else:

@@ -1,0 +1,204 @@
+"""Where the timed candidate's CPU time goes (harness/sampler.cpp, worker.Sampler,
+verifiers/kernel_samples.py).
+
+A kernel of torch's reached by address (tests/verifiers/cheats/ref_aoti_by_address.py walks
+the dynamic linker's tables to the AOTInductor shim) passes the op recorder, CtypesWatch and
+the symbol check; its time in libtorch_cpu is what gives it away. Each sampling run is its own
+process: the sampler installs a SIGPROF handler for good, and some tests break it on purpose."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "harness"
+
+from assay.verifiers import kernel_samples as ks  # noqa: E402
+from assay.verifiers.criteria import load_criteria  # noqa: E402
+from assay.verifiers.kernel_judge import Checks  # noqa: E402
+
+KERNEL = r"""
+#include <math.h>
+extern "C" void own_softmax(const float* x, float* y, long rows, long cols) {
+  #pragma omp parallel for
+  for (long r = 0; r < rows; ++r) {
+    const float* a = x + r * cols; float* b = y + r * cols; float m = a[0], s = 0.f;
+    for (long c = 0; c < cols; ++c) m = a[c] > m ? a[c] : m;
+    for (long c = 0; c < cols; ++c) { b[c] = expf(a[c] - m); s += b[c]; }
+    for (long c = 0; c < cols; ++c) b[c] /= s;
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict:
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is needed to build the sampler")
+    folder = tmp_path_factory.mktemp("sampler")
+    (folder / "k.cpp").write_text(KERNEL)
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", str(HARNESS / "sampler.cpp"), "-o", str(folder / "sampler.so"), "-lrt"],
+                   check=True)
+    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-fopenmp", str(folder / "k.cpp"), "-o", str(folder / "libk.so")],
+                   check=True)
+    return {"sampler": str(folder / "sampler.so"), "kernel": str(folder / "libk.so")}
+
+
+def _sample(built: dict, body: str) -> dict:
+    """Run `body` in a fresh process with a Sampler `s`, the own kernel `own()` and torch's
+    softmax `theirs()` at hand; returns the sampler's report."""
+    script = textwrap.dedent("""
+        import ctypes, json, signal, sys
+        sys.path.insert(0, {harness!r})
+        import torch, worker
+        torch.set_num_threads(2)
+        s = worker.Sampler({sampler!r}, 1000)
+        k = ctypes.CDLL({kernel!r})
+        x = torch.randn(2048, 1024); y = torch.empty_like(x)
+        def own(): k.own_softmax(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), 2048, 1024)
+        def theirs(): torch.softmax(x, -1)
+        own(); theirs()
+        def window(fn, calls):
+            s.arm(calls)
+            for _ in range(calls):
+                fn()
+            s.disarm()
+    """).format(harness=str(HARNESS), **built) + textwrap.dedent(body) + "\nprint(json.dumps(s.report()))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _by_file(report: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for path, _, n in report["samples"]:
+        out[Path(path).name] = out.get(Path(path).name, 0) + n
+    return out
+
+
+def test_samples_land_in_the_code_that_ran(built):
+    own = _sample(built, "window(own, 150)")
+    assert own["problems"] == [] and own["calls"] == 150
+    files = _by_file(own)
+    total = sum(files.values())
+    # Its own loop and the libm exp it calls, the rest OpenMP's wait; none of it torch's compute.
+    assert (files.get("libk.so", 0) + files.get("libm.so.6", 0)) / total > 0.6, files
+    assert files.get("libtorch_cpu.so", 0) / total < 0.05, files
+    # Every thread's CPU time is sampled: the samples add up to the time the threads ran.
+    assert 0.7 < own["sampled_ms"] / own["cpu_ms"] < 1.3, own
+
+    theirs = _sample(built, "window(theirs, 150)")
+    files = _by_file(theirs)
+    assert files.get("libtorch_cpu.so", 0) / sum(files.values()) > 0.7, files
+    assert 0.7 < theirs["sampled_ms"] / theirs["cpu_ms"] < 1.3, theirs
+
+
+def test_only_the_armed_windows_are_sampled(built):
+    report = _sample(built, "for _ in range(150): theirs()\nwindow(own, 100)")
+    files = _by_file(report)
+    assert files.get("libtorch_cpu.so", 0) / sum(files.values()) < 0.05, files
+
+
+def test_a_thread_that_blocks_the_signal_is_named(built):
+    # The calling thread runs torch's kernel with SIGPROF blocked: its time goes unsampled,
+    # and its CPU time, read per thread, says so.
+    report = _sample(built, """
+        torch.set_num_threads(1)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
+        window(theirs, 300)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF})
+    """)
+    assert any("blocked SIGPROF" in p for p in report["problems"]), report
+
+
+def test_a_replaced_handler_is_named(built):
+    report = _sample(built, "signal.signal(signal.SIGPROF, signal.SIG_IGN)\nwindow(theirs, 150)")
+    assert any("handler was replaced" in p for p in report["problems"]), report
+    assert any("saw" in p for p in report["problems"]), report  # and nothing was sampled
+
+
+def test_a_timer_stopped_inside_a_window_shows_as_missing_time(built):
+    # The candidate reaching the sampler's own disarm (the same library, already loaded).
+    report = _sample(built, """
+        lib = ctypes.CDLL({sampler!r})
+        def sneaky():
+            lib.assay_sampler_disarm()
+            theirs()
+        window(sneaky, 300)
+    """.format(**built))
+    assert any("saw" in p for p in report["problems"]), report
+
+
+# ----------------------------------------------------------------------------- the judgement
+
+def _torch_lib() -> str:
+    return str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")
+
+
+def _sleef_offset() -> int:
+    ranges = ks.allowed_ranges(_torch_lib())
+    if not ranges or not ranges[0]:
+        pytest.skip("libtorch_cpu exports no Sleef functions here")
+    return ranges[0][0] + 1
+
+
+def _judge(samples, calls=100, eager_cpu_s=2e-3, problems=()):
+    checks, metrics = Checks(), {}
+    record = {"samples": samples, "problems": list(problems), "interval_us": 1000, "calls": calls}
+    ks.judge_samples(checks, {"cpu_sampling": record}, load_criteria("kernel-default"), metrics, eager_cpu_s)
+    return checks, metrics
+
+
+def _failures(checks) -> dict[str, str]:
+    return {c.name: c.detail for c in checks.list() if not c.passed}
+
+
+def test_torch_share_fails_no_torch_compute():
+    lib = _torch_lib()
+    own = str(Path("/workspace/ext/build/k.so"))
+    checks, metrics = _judge([[own, -1, 60], [lib, 0x1000, 40]])
+    failed = _failures(checks)
+    assert "torch's own code for 40%" in failed["no_torch_compute"], failed
+    assert metrics["cpu_samples"]["torch"] == 0.4
+
+
+def test_dilution_does_not_hide_torch_time():
+    # Threads spinning in the candidate's own code drop torch's share to 5%, but torch's kernels
+    # still took 0.5 ms of CPU a call against eager's 2 ms.
+    lib = _torch_lib()
+    checks, _ = _judge([["/workspace/ext/k.so", -1, 950], [lib, 0x1000, 50]], calls=100, eager_cpu_s=2e-3)
+    failed = _failures(checks)
+    assert "25% of eager's CPU time a call" in failed["no_torch_compute"], failed
+
+
+def test_sleef_and_openmp_are_not_torch_compute():
+    lib = _torch_lib()
+    gomp = str(Path(lib).parent / "libgomp.so.1")
+    checks, metrics = _judge([["/workspace/ext/k.so", -1, 40], [lib, _sleef_offset(), 40], [gomp, -1, 20]])
+    assert "no_torch_compute" not in _failures(checks)
+    assert metrics["cpu_samples"]["sleef"] == 0.4 and metrics["cpu_samples"]["openmp"] == 0.2
+
+
+def test_an_honest_share_passes_and_too_few_samples_are_not_judged():
+    lib = _torch_lib()
+    checks, _ = _judge([["/workspace/ext/k.so", -1, 990], [lib, 0x1000, 10]])
+    assert _failures(checks) == {}
+    checks, _ = _judge([[lib, 0x1000, 10]])  # all torch, but 10 intervals are below min_samples
+    assert _failures(checks) == {}
+
+
+def test_a_missing_malformed_or_tampered_record_fails_integrity():
+    checks, metrics = Checks(), {}
+    ks.judge_samples(checks, {}, load_criteria("kernel-default"), metrics, 1e-3)
+    assert "samples are missing" in _failures(checks)["harness_integrity"]
+    checks, _ = _judge([["x", "0x10", 1]])
+    assert "malformed" in _failures(checks)["harness_integrity"]
+    checks, _ = _judge([], problems=["the CPU sampler's SIGPROF handler was replaced"])
+    assert "handler was replaced" in _failures(checks)["harness_integrity"]

@@ -1,0 +1,139 @@
+"""Where the candidate's timed CPU time went, from the worker's samples (harness/sampler.cpp).
+
+The op recorder sees torch's kernels only through the dispatcher, CtypesWatch only through
+ctypes, and the symbol check only what a library imports by name. A kernel of torch's reached
+by address (the AOTInductor shim's aoti_torch_cpu_* found by walking the dynamic linker's
+tables, a function pointer read out of torch's memory) passes all three, but its work still
+runs in torch's code, and that is what the samples show. Each sample is the instruction a
+thread of the candidate's process was running, every interval of its CPU time while timed.
+
+Samples are sorted into: the candidate's own build; torch's OpenMP runtime (libgomp ships in
+torch/lib, and every OpenMP kernel's threads wait in it); Sleef's vector math, which
+libtorch_cpu exports and at::vec's inline code calls from a candidate's own kernel; torch's
+other code; and everything else (libc, libm, Python). Too large a share in torch's other code
+fails no_torch_compute: an honest kernel spends 0-3% there (pybind11's glue, allocation).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import subprocess
+from functools import lru_cache
+
+from assay.verifiers import kernel_runtime as rt
+from assay.verifiers.criteria import Criteria
+
+ALLOWED_IN_TORCH = ("Sleef_",)
+
+
+def _is_runtime(path: str) -> bool:
+    return os.path.basename(path).startswith("libgomp")
+
+
+@lru_cache(maxsize=8)
+def allowed_ranges(path: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(starts, ends) of the functions in `path` a candidate's kernel may run in (Sleef's),
+    as offsets from the library's first mapping; None when its symbols cannot be read."""
+    try:
+        out = subprocess.run(["nm", "-D", "--defined-only", "-S", path], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    spans = []
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[3].startswith(ALLOWED_IN_TORCH):
+            try:
+                lo, size = int(parts[0], 16), int(parts[1], 16)
+            except ValueError:
+                continue
+            spans.append((lo, lo + size))
+    spans.sort()
+    return tuple(s for s, _ in spans), tuple(e for _, e in spans)
+
+
+def _allowed(path: str, offset: int) -> bool | None:
+    ranges = allowed_ranges(path)
+    if ranges is None:
+        return None
+    starts, ends = ranges
+    i = bisect.bisect_right(starts, offset) - 1
+    return i >= 0 and offset < ends[i]
+
+
+def classify(samples: list) -> tuple[dict[str, int], dict[str, int], list[str]]:
+    """(counts per class, torch's counts per file, malformed entries) of the worker's
+    [file, offset, count] entries. Classes: own, openmp, sleef, torch, other."""
+    classes = {"own": 0, "openmp": 0, "sleef": 0, "torch": 0, "other": 0}
+    torch_files: dict[str, int] = {}
+    bad = []
+    unreadable = set()
+    for entry in samples:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], int) and isinstance(entry[2], int)
+                and entry[2] > 0):
+            bad.append(str(entry)[:80])
+            continue
+        path, offset, count = str(entry[0]), entry[1], entry[2]
+        if path != "?" and rt.candidate_built(path):
+            classes["own"] += count
+        elif "/torch/" in path and _is_runtime(path):
+            classes["openmp"] += count
+        elif "/torch/" in path:
+            allowed = _allowed(path, offset) if offset >= 0 else False
+            if allowed is None:
+                unreadable.add(os.path.basename(path))  # in doubt, torch's
+            if allowed:
+                classes["sleef"] += count
+            else:
+                classes["torch"] += count
+                torch_files[os.path.basename(path)] = torch_files.get(os.path.basename(path), 0) + count
+        else:
+            classes["other"] += count
+    return classes, torch_files, bad + [f"symbols of {name} unreadable" for name in sorted(unreadable)]
+
+
+def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu_s: float | None) -> None:
+    """The timed candidate's CPU samples into no_torch_compute (and harness_integrity when the
+    record is missing, malformed, or the sampler was tampered with). `eager_cpu_s`: the eager
+    Model's CPU seconds per call in the same run.
+
+    Two limits, either of which fails: torch's share of the candidate's CPU time, and torch's
+    CPU time per call against eager's. The second cannot be diluted: threads spinning in the
+    candidate's own code lower the share, not the time torch's kernels took."""
+    rec = report.get("cpu_sampling")
+    if not isinstance(rec, dict) or not isinstance(rec.get("samples"), list):
+        checks.fail("harness_integrity", "while timed, the worker's CPU samples are missing")
+        return
+    problems = [str(p) for p in rec.get("problems") or []]
+    if problems:
+        checks.fail("harness_integrity", "while timed: " + "; ".join(problems[:6]))
+    classes, torch_files, notes = classify(rec["samples"])
+    if any(not n.startswith("symbols of") for n in notes):
+        checks.fail("harness_integrity", f"while timed, malformed CPU samples: {notes[0]}")
+        return
+    total = sum(classes.values())
+    interval_s = _positive(rec.get("interval_us")) / 1e6
+    calls = _positive(rec.get("calls"))
+    torch_s = classes["torch"] * interval_s / calls if calls else 0.0
+    summary = {"intervals": total, **{k: round(v / total, 3) if total else 0.0 for k, v in classes.items()}}
+    if calls and eager_cpu_s:
+        summary["torch_cpu_vs_eager"] = round(torch_s / eager_cpu_s, 3)
+    metrics["cpu_samples"] = summary
+    if total < crit.timing.min_samples or not interval_s:
+        return
+    limit = crit.timing.max_torch_cpu_share
+    share = classes["torch"] / total
+    vs_eager = torch_s / eager_cpu_s if calls and eager_cpu_s else 0.0
+    if share > limit or vs_eager > limit:
+        where = ", ".join(f"{name} x{n}" for name, n in sorted(torch_files.items(), key=lambda kv: -kv[1])[:4])
+        checks.fail("no_torch_compute", f"while timed, the candidate's threads ran in torch's own code for {share:.0%} of "
+                    f"their CPU time, {1e3 * torch_s:.3f} ms a call ({vs_eager:.0%} of eager's CPU time a call; at most "
+                    f"{limit:.0%} of either allowed; samples in {where}): torch's kernels, reached without the "
+                    f"dispatcher. Own build {classes['own'] / total:.0%}, OpenMP runtime {classes['openmp'] / total:.0%}, "
+                    f"Sleef {classes['sleef'] / total:.0%}")
+
+
+def _positive(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0.0
