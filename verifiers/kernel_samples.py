@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import subprocess
 from functools import lru_cache
 
@@ -25,6 +26,9 @@ from assay.verifiers import kernel_runtime as rt
 from assay.verifiers.criteria import Criteria
 
 ALLOWED_IN_TORCH = ("Sleef_",)
+# Other people's numeric kernels a process may have loaded (numpy's OpenBLAS, MKL, oneDNN,
+# FFTW): reached by address like torch's, they are not the candidate's work either.
+FOREIGN_COMPUTE = re.compile(r"blas|lapack|libmkl|dnnl|fftw|_multiarray_umath|libgfortran|libsleef|xnnpack|fbgemm", re.I)
 
 
 def _is_runtime(path: str) -> bool:
@@ -64,10 +68,11 @@ def _allowed(path: str, offset: int) -> bool | None:
 
 
 def classify(samples: list) -> tuple[dict[str, int], dict[str, int], list[str]]:
-    """(counts per class, torch's counts per file, malformed entries) of the worker's
-    [file, offset, count] entries. Classes: own, openmp, sleef, torch, other."""
-    classes = {"own": 0, "openmp": 0, "sleef": 0, "torch": 0, "other": 0}
-    torch_files: dict[str, int] = {}
+    """(counts per class, counts per file of torch's and foreign libraries, malformed entries) of
+    the worker's [file, offset, count] entries. Classes: own, openmp, sleef, torch, foreign
+    (FOREIGN_COMPUTE), other (libc, libm, Python...)."""
+    classes = {"own": 0, "openmp": 0, "sleef": 0, "torch": 0, "foreign": 0, "other": 0}
+    by_file: dict[str, int] = {}
     bad = []
     unreadable = set()
     for entry in samples:
@@ -88,10 +93,13 @@ def classify(samples: list) -> tuple[dict[str, int], dict[str, int], list[str]]:
                 classes["sleef"] += count
             else:
                 classes["torch"] += count
-                torch_files[os.path.basename(path)] = torch_files.get(os.path.basename(path), 0) + count
+                by_file[os.path.basename(path)] = by_file.get(os.path.basename(path), 0) + count
+        elif FOREIGN_COMPUTE.search(os.path.basename(path)):
+            classes["foreign"] += count
+            by_file[os.path.basename(path)] = by_file.get(os.path.basename(path), 0) + count
         else:
             classes["other"] += count
-    return classes, torch_files, bad + [f"symbols of {name} unreadable" for name in sorted(unreadable)]
+    return classes, by_file, bad + [f"symbols of {name} unreadable" for name in sorted(unreadable)]
 
 
 def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu_s: float | None) -> None:
@@ -109,25 +117,34 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
     problems = [str(p) for p in rec.get("problems") or []]
     if problems:
         checks.fail("harness_integrity", "while timed: " + "; ".join(problems[:6]))
-    classes, torch_files, notes = classify(rec["samples"])
-    if any(not n.startswith("symbols of") for n in notes):
-        checks.fail("harness_integrity", f"while timed, malformed CPU samples: {notes[0]}")
+    classes, by_file, notes = classify(rec["samples"])
+    malformed = [n for n in notes if not n.startswith("symbols of")]
+    if malformed:
+        checks.fail("harness_integrity", f"while timed, malformed CPU samples: {malformed[0]}")
         return
     total = sum(classes.values())
     interval_s = _positive(rec.get("interval_us")) / 1e6
     calls = _positive(rec.get("calls"))
     torch_s = classes["torch"] * interval_s / calls if calls else 0.0
-    summary = {"intervals": total, **{k: round(v / total, 3) if total else 0.0 for k, v in classes.items()}}
+    summary = {"intervals": total, **{k: round(v / total, 3) if total else 0.0 for k, v in classes.items()},
+               "cpu_ms": _positive(rec.get("cpu_ms")), "sampled_ms": _positive(rec.get("sampled_ms"))}
+    if len(notes) > len(malformed):
+        summary["unresolved"] = notes[len(malformed):]  # counted as torch's
     if calls and eager_cpu_s:
         summary["torch_cpu_vs_eager"] = round(torch_s / eager_cpu_s, 3)
     metrics["cpu_samples"] = summary
     if total < crit.timing.min_samples or not interval_s:
         return
     limit = crit.timing.max_torch_cpu_share
+    if classes["foreign"] / total > limit:
+        where = ", ".join(f"{n} x{k}" for n, k in by_file.items() if FOREIGN_COMPUTE.search(n))
+        checks.fail("extension_symbols", f"while timed, {classes['foreign'] / total:.0%} of the candidate's CPU time ran in "
+                    f"numeric libraries it did not build ({where})")
     share = classes["torch"] / total
     vs_eager = torch_s / eager_cpu_s if calls and eager_cpu_s else 0.0
     if share > limit or vs_eager > limit:
-        where = ", ".join(f"{name} x{n}" for name, n in sorted(torch_files.items(), key=lambda kv: -kv[1])[:4])
+        where = ", ".join(f"{name} x{n}" for name, n in sorted(by_file.items(), key=lambda kv: -kv[1])[:4]
+                          if not FOREIGN_COMPUTE.search(name))
         checks.fail("no_torch_compute", f"while timed, the candidate's threads ran in torch's own code for {share:.0%} of "
                     f"their CPU time, {1e3 * torch_s:.3f} ms a call ({vs_eager:.0%} of eager's CPU time a call; at most "
                     f"{limit:.0%} of either allowed; samples in {where}): torch's kernels, reached without the "
