@@ -72,6 +72,18 @@ class SandboxPool:
         if errors:
             raise SandboxError(f"{len(errors)} sandbox(es) failed to close: {errors[0]}")
 
+    def abort(self) -> None:
+        """Close the pool and kill its sandboxes now, commands running in them included (a
+        server stopped by a signal): `close` would wait for each running exec to end."""
+        with self._lock:
+            self._closed = True
+            sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
+        for sandbox in sandboxes:
+            try:
+                (getattr(sandbox, "abort", None) or sandbox.close)()
+            except Exception:  # kill every one even if one fails; the process is ending
+                pass
+
     def __enter__(self) -> SandboxPool:
         return self
 

@@ -112,6 +112,13 @@ class ResidentSandbox:
             self._closed = True
             self._kill()
 
+    def abort(self) -> None:
+        """Kill everything of this sandbox now, from any thread, even while an exec waits on its
+        reply (`close` waits for that exec to end: up to its timeout). The waiting exec then
+        fails as if the sandbox had died, and the sandbox stays closed."""
+        self._closed = True
+        self._destroy()
+
     def _kill(self) -> None:
         chan, self._chan = self._chan, None
         if chan is not None:

@@ -95,7 +95,8 @@ async def serve_http(session: Session, token: str, host: str, port: int) -> None
         end (up to the exec's timeout) before the call is cancelled and recorded: a SIGKILL that
         follows the signal within that wait (a supervisor's grace) would leave the call out of the
         ledger. Record the calls in flight as interrupted first, from the loop, where the ledger
-        is not in the middle of another write as it may be inside a signal handler."""
+        is not in the middle of another write as it may be inside a signal handler; then kill the
+        sandboxes, so the tool's thread ends at once and the server exits without waiting."""
 
         stopped_by: str | None = None
 
@@ -105,7 +106,7 @@ async def serve_http(session: Session, token: str, host: str, port: int) -> None
 
         async def shutdown(self, sockets=None) -> None:
             if self.stopped_by is not None:
-                record_stopped_calls(self.stopped_by)
+                record_stopped_calls(self.stopped_by, session)
             await super().shutdown(sockets)
 
     config = uvicorn.Config(http_app(session, token, host), host=host, port=port, log_level="warning", lifespan="on")

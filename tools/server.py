@@ -85,27 +85,32 @@ async def serve_stdio(session: Session) -> None:
 
     server = build_server(session)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_record_calls_on_sigterm)
+        tg.start_soon(_record_calls_on_sigterm, session)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
 
 
-async def _record_calls_on_sigterm() -> None:
+async def _record_calls_on_sigterm(session: Session) -> None:
     """A client that closes the server waits a grace period, then sends SIGTERM; a tool still
     running then (its thread cannot be abandoned) would be missing from the ledger. Record each
-    call in flight as interrupted, then die of the signal as before."""
+    call in flight as interrupted, kill the sandboxes (a docker container would outlive the
+    process), then die of the signal as before."""
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
         async for _ in signals:
-            record_stopped_calls("SIGTERM")
+            record_stopped_calls("SIGTERM", session)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
 
 
-def record_stopped_calls(signal_name: str) -> None:
+def record_stopped_calls(signal_name: str, session: Session | None = None) -> None:
     """Record the calls still running as interrupted by the signal that stops the server (stdio
-    and HTTP alike); call it from the event loop, not inside a signal handler."""
+    and HTTP alike), then kill the session's sandboxes with what runs in them, so the server
+    does not wait out a command's timeout before it exits; call it from the event loop, not
+    inside a signal handler."""
     n = record_in_flight(f"the server was stopped by {signal_name}")
     if n:
         log.warning("%s: recorded %d call(s) still running as interrupted", signal_name, n)
+    if session is not None:
+        session.pool.abort()

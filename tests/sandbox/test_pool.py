@@ -53,6 +53,33 @@ def test_close_closes_every_sandbox(backend, workspace, tmp_path):
         pool.get(SandboxSpec(workspace=workspace, limits=TIGHT))
 
 
+def test_abort_kills_a_running_command_at_once(backend, workspace):
+    # A server stopped by a signal: close() would wait for the exec to end (here 20 s).
+    pool = SandboxPool(backend)
+    spec = SandboxSpec(workspace=workspace, limits=TIGHT)
+    pool.exec(spec, "true")
+    ended: dict = {}
+
+    def run() -> None:
+        try:
+            ended["result"] = pool.exec(spec, ["sleep", "20"], timeout=25)
+        except SandboxError as exc:
+            ended["error"] = exc
+        ended["at"] = time.monotonic()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    time.sleep(1.0)  # the command is running
+    aborted = time.monotonic()
+    pool.abort()
+    worker.join(10)
+    assert "at" in ended, "the exec was still waiting 10 s after abort"
+    assert ended["at"] - aborted < 5, ended
+    assert "error" in ended or ended["result"].exit_code != 0, ended
+    with pytest.raises(SandboxError):
+        pool.get(spec)
+
+
 def test_a_killed_sandbox_is_restarted_not_handed_out_dead(backend, workspace):
     with SandboxPool(backend) as pool:
         spec = SandboxSpec(workspace=workspace, limits=TIGHT)

@@ -1,6 +1,8 @@
-"""`assay mcp --http` stopped by a signal while a tool runs: the call is in the ledger before the
-server's graceful wait for the tool's thread ends, so a supervisor's SIGKILL after its grace
-cannot leave it out (the stdio server's counterpart is in tests/agents/test_budgets.py)."""
+"""`assay mcp --http` stopped by a signal while a tool runs: the call is in the ledger as
+interrupted, and the sandboxed command is killed, so the server exits at once instead of
+waiting out the command's timeout in its graceful shutdown (a supervisor's SIGKILL after its
+grace could otherwise come first). The stdio server's counterpart is in
+tests/agents/test_budgets.py."""
 
 from __future__ import annotations
 
@@ -66,12 +68,16 @@ def test_sigterm_records_the_running_call_before_a_sigkill(signed_home, tmp_path
         client = threading.Thread(target=post, daemon=True)
         client.start()
         assert _wait_for(lambda: _running(marker), 30), "the exec never started in the sandbox"
+        signalled = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        rows = _wait_for(lambda: _rows(signed_home, marker), 10)
-        still_waiting = proc.poll() is None
+        exited = _wait_for(lambda: proc.poll() is not None, 10)
+        took = time.monotonic() - signalled
         proc.kill()
-    assert still_waiting, "the server exited before its tool's thread ended (a graceful stop waits for it)"
-    assert rows, "the running call was not in the ledger 10 s after SIGTERM (it sleeps 25 s)"
+        rows = _rows(signed_home, marker)
+        command_gone = _wait_for(lambda: not _running(marker), 5)
+    assert exited, "the server was still waiting for its tool's thread 10 s after SIGTERM (the command sleeps 25 s)"
+    assert command_gone, "the sandboxed command outlived the server"
+    assert rows, f"the running call was not in the ledger when the server exited ({took:.1f} s after SIGTERM)"
     ((decision, error),) = rows
     assert decision == "allow"
     assert "exec was interrupted (the server was stopped by SIGTERM)" in error and "the tool may have run" in error, error
