@@ -88,8 +88,10 @@ def test_samples_land_in_the_code_that_ran(built):
     assert own["problems"] == [] and own["calls"] == 150
     files = _by_file(own)
     total = sum(files.values())
-    # Its own loop and the libm exp it calls, the rest OpenMP's wait; none of it torch's compute.
-    assert (files.get("libk.so", 0) + files.get("libm.so.6", 0)) / total > 0.6, files
+    # Its own loop, the libm exp it calls and OpenMP's barrier (45% of it on a loaded machine,
+    # where one thread waits for the other); none of it torch's compute.
+    assert files.get("libk.so", 0) / total > 0.25, files
+    assert sum(files.get(f, 0) for f in ("libk.so", "libm.so.6", "libgomp.so.1")) / total > 0.9, files
     assert files.get("libtorch_cpu.so", 0) / total < 0.05, files
     # Every thread's CPU time is sampled: the samples add up to the time the threads ran.
     assert 0.7 < own["sampled_ms"] / own["cpu_ms"] < 1.3, own
