@@ -98,7 +98,9 @@ def test_samples_land_in_the_code_that_ran(built):
 
     theirs = _sample(built, "window(theirs, 150)")
     files = _by_file(theirs)
-    assert files.get("libtorch_cpu.so", 0) / sum(files.values()) > 0.7, files
+    total = sum(files.values())
+    assert files.get("libtorch_cpu.so", 0) / total > 0.3, files  # half in libgomp's barrier when loaded
+    assert (files.get("libtorch_cpu.so", 0) + files.get("libgomp.so.1", 0)) / total > 0.9, files
     assert 0.7 < theirs["sampled_ms"] / theirs["cpu_ms"] < 1.3, theirs
 
 

@@ -22,6 +22,7 @@ the checks made here (integrity, aliasing, threads) are a second line behind tho
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import hashlib
 import json
@@ -515,24 +516,11 @@ class Sampler:
         cap = 1 << 17
         pcs, tids, weights = (c.c_ulonglong * cap)(), (c.c_int * cap)(), (c.c_int * cap)()
         n = self._take(pcs, tids, weights, cap) if self.started else 0
-        kept = min(n, cap)
-        maps = []
-        with open("/proc/self/maps") as f:
-            for line in f:
-                parts = line.split(None, 5)
-                lo, _, hi = parts[0].partition("-")
-                name = parts[5].strip() if len(parts) > 5 and parts[5].startswith("/") else "?"
-                maps.append((int(lo, 16), int(hi, 16), name))
-        maps.sort()
-        base: dict[str, int] = {}
-        for lo, _, name in maps:
-            base.setdefault(name, lo)
+        maps, base = _mapped_files()
         starts = [m[0] for m in maps]
-        import bisect
-
         counts: dict[tuple[str, int], int] = {}
         per_thread: dict[int, int] = {}
-        for i in range(kept):
+        for i in range(min(n, cap)):
             pc = pcs[i]
             j = bisect.bisect_right(starts, pc) - 1
             name = maps[j][2] if j >= 0 and pc < maps[j][1] else "?"
@@ -541,27 +529,47 @@ class Sampler:
             per_thread[tids[i]] = per_thread.get(tids[i], 0) + weights[i]
         cpu_ns = sum(v for v in self.cpu_ns.values() if v > 0)
         sampled_ns = sum(per_thread.values()) * self.interval_ns
-        problems = []
-        if not self.started:
-            problems.append("the CPU sampler could not start (SIGPROF handler or CPU-time timer refused)")
-        elif not self._intact():
-            problems.append("the CPU sampler's SIGPROF handler was replaced")
-        if self.stopped:
-            problems.append(f"the CPU sampler's timers were found stopped {self.stopped} time(s) at a round's end")
-        if n > cap:
-            problems.append(f"the CPU sampler took {n} samples, more than its {cap} slots")
-        if self.started and cpu_ns >= 200 * 10**6 and sampled_ns < cpu_ns // 2:
-            problems.append(f"the CPU sampler saw {sampled_ns / 1e6:.0f} ms of the {cpu_ns / 1e6:.0f} ms the candidate's "
-                            "threads ran (SIGPROF blocked, or its timer tampered with)")
-        if self.started:
-            for tid, ns in self.cpu_ns.items():
-                seen = per_thread.get(tid, 0) * self.interval_ns
-                if ns >= 100 * 10**6 and seen < ns // 4:
-                    problems.append(f"thread {tid} ran {ns / 1e6:.0f} ms of CPU and was sampled for {seen / 1e6:.0f} ms "
-                                    "(it blocked SIGPROF, or started inside a round)")
-        return {"samples": [[f, off, k] for (f, off), k in sorted(counts.items())], "problems": problems,
+        return {"samples": [[f, off, k] for (f, off), k in sorted(counts.items())],
+                "problems": self._problems(n, cap, cpu_ns, sampled_ns, per_thread),
                 "interval_us": self.interval_ns // 1000, "calls": self.calls, "cpu_ms": round(cpu_ns / 1e6, 1),
                 "sampled_ms": round(sampled_ns / 1e6, 1), "count": n}
+
+    def _problems(self, n: int, cap: int, cpu_ns: int, sampled_ns: int, per_thread: dict[int, int]) -> list[str]:
+        if not self.started:
+            return ["the CPU sampler could not start (its SIGPROF handler was refused)"]
+        found = []
+        if not self._intact():
+            found.append("the CPU sampler's SIGPROF handler was replaced")
+        if self.stopped:
+            found.append(f"the CPU sampler's timers were found stopped {self.stopped} time(s) at a round's end")
+        if n > cap:
+            found.append(f"the CPU sampler took {n} samples, more than its {cap} slots")
+        if cpu_ns >= 200 * 10**6 and sampled_ns < cpu_ns // 2:
+            found.append(f"the CPU sampler saw {sampled_ns / 1e6:.0f} ms of the {cpu_ns / 1e6:.0f} ms the candidate's "
+                         "threads ran (SIGPROF blocked, or its timer tampered with)")
+        for tid, ns in self.cpu_ns.items():
+            seen = per_thread.get(tid, 0) * self.interval_ns
+            if ns >= 100 * 10**6 and seen < ns // 4:
+                found.append(f"thread {tid} ran {ns / 1e6:.0f} ms of CPU and was sampled for {seen / 1e6:.0f} ms "
+                             "(it blocked SIGPROF, or started inside a round)")
+        return found
+
+
+def _mapped_files() -> tuple[list[tuple[int, int, str]], dict[str, int]]:
+    """This process's mappings as sorted (start, end, file or "?"), and each file's lowest
+    address (where its offsets count from, as nm's addresses of a shared library do)."""
+    maps = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            lo, _, hi = parts[0].partition("-")
+            name = parts[5].strip() if len(parts) > 5 and parts[5].startswith("/") else "?"
+            maps.append((int(lo, 16), int(hi, 16), name))
+    maps.sort()
+    base: dict[str, int] = {}
+    for lo, _, name in maps:
+        base.setdefault(name, lo)
+    return maps, base
 
 
 def _file_at(address: int) -> str:
