@@ -62,6 +62,9 @@ TORCH_REEXPORTS = {"builtins", "ctypes", "functools", "glob", "importlib", "insp
 
 CPP_DYNAMIC = [
     (r"\bdl(open|sym|vsym|mopen|addr1?|info|_iterate_phdr)\b", "loads symbols at run time ({0})"),
+    # The loaded libraries' ELF tables, walked by hand: how a shim function is found with no dl* call.
+    (r"\b(_r_debug|r_debug|link_map|ElfW|Elf(32|64)_\w+|DT_(SYMTAB|STRTAB|GNU_HASH|HASH)|PT_DYNAMIC)\b|"
+     r"#\s*include\s*<(link|elf)\.h>", "reads the loaded libraries' ELF tables ({0})"),
     # torch's kernels as C functions (AOTInductor's shim): no dispatcher, so no op record.
     (r"\baoti_torch_\w*", "calls torch's C kernel shim ({0})"),
     (r"\bTORCH_LIBRARY(_IMPL|_FRAGMENT)?\b", "registers torch operators ({0})"),
@@ -79,7 +82,8 @@ CPP_DYNAMIC = [
 ]
 CPP_SYSTEM = [
     (r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b|\bclone\s*\(", "starts a thread ({0})"),
-    (r"\b(v?fork|system|popen|exec[lv]p?e?|posix_spawnp?|syscall|kill|raise|signal|sigaction)\s*\(",
+    (r"\b(v?fork|system|popen|exec[lv]p?e?|posix_spawnp?|syscall|kill|raise|signal|sigaction|sigprocmask|"
+     r"pthread_sigmask|pthread_kill|tgkill|sigqueue|setitimer|alarm|timer_settime|timer_delete)\s*\(",
      "process or signal control ({0})"),
     (r"\b(_exit|_Exit|quick_exit|abort)\s*\(|\bstd\s*::\s*(exit|quick_exit|abort)\b|(?<![\w.:>])exit\s*\(",
      "ends the process ({0})"),

@@ -40,6 +40,12 @@ LIBC = {
     "dl_iterate_phdr": "walks the loaded libraries", "dladdr": "maps addresses to libraries",
     "dladdr1": "maps addresses to libraries", "dlinfo": "reads the loaded libraries' tables",
     "getauxval": "reads the process's auxiliary vector (its program headers)",
+    "_r_debug": "reads the dynamic linker's list of loaded libraries", "_dl_debug_state": "reads the dynamic linker's state",
+    # Signal masks and CPU timers: the verifier samples the timed candidate's threads on SIGPROF.
+    "sigprocmask": "masks signals", "pthread_sigmask": "masks signals", "sigsuspend": "waits for signals",
+    "sigwait": "waits for signals", "sigwaitinfo": "waits for signals", "sigtimedwait": "waits for signals",
+    "signalfd": "reads signals", "setitimer": "sets timers", "alarm": "sets timers", "timer_settime": "sets timers",
+    "timer_delete": "deletes timers", "pthread_kill": "sends signals", "tgkill": "sends signals", "sigqueue": "sends signals",
     "pthread_create": "starts threads", "fork": "starts processes", "vfork": "starts processes",
     "clone": "starts processes", "system": "runs commands", "popen": "runs commands",
     "execv": "runs programs", "execve": "runs programs", "execvp": "runs programs", "execl": "runs programs",

@@ -215,6 +215,12 @@ def cpp(code: str) -> str:
          "source_no_dynamic_code"),
         ("extern \"C\" int aoti_torch_cpu_mm_out(void*, void*, void*);\ntorch::Tensor f(torch::Tensor x) { return x; }",
          "source_no_dynamic_code"),
+        ("#include <link.h>\ntorch::Tensor f(torch::Tensor x) { auto m = _r_debug.r_map; return x; }", "source_no_dynamic_code"),
+        ("#include <elf.h>\ntorch::Tensor f(torch::Tensor x) { const Elf64_Sym* s = nullptr; return x; }",
+         "source_no_dynamic_code"),
+        ("#include <signal.h>\ntorch::Tensor f(torch::Tensor x) { sigset_t s; pthread_sigmask(SIG_BLOCK, &s, 0); return x; }",
+         "source_no_system_access"),
+        ("#include <time.h>\ntorch::Tensor f(torch::Tensor x) { timer_delete(0); return x; }", "source_no_system_access"),
     ],
 )
 def test_inline_cpp_rules(code, check):

@@ -1,9 +1,10 @@
 """Cheat: half of softmax by torch's own kernels, found by address from native code.
 
-The C++ walks the dynamic linker's list of loaded libraries (_r_debug, a data symbol of
-ld.so, not a function the symbol check refuses) to libtorch_cpu's GNU hash table and looks up
-two AOTInductor shim functions whose names it assembles at run time, so neither the text scan
-nor the binary's imports show them. aoti_torch_cpu_add_Tensor (x - rowmax) and
+The C++ takes the address of a torch function it may call (at::get_num_threads), walks back to
+libtorch_cpu's ELF header in memory, and through its own copies of the ELF structures to the
+library's GNU hash table; there it looks up two AOTInductor shim functions whose names it
+assembles at run time. No dl* call, no ELF name, no shim name in the text; nothing the binary
+imports is refused. aoti_torch_cpu_add_Tensor (x - rowmax) and
 aoti_torch_cpu_mul_Tensor (e * 1/rowsum) call at::cpu:: kernels with no dispatcher, so no op
 is recorded; no ctypes is involved. Its own code does the row max, the exp and the sums.
 Everything but speed passes without the CPU samples, which show where the time goes: about
@@ -15,7 +16,6 @@ from torch.utils.cpp_extension import load_inline
 
 _SOURCE = r"""
 #include <torch/extension.h>
-#include <link.h>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -23,41 +23,58 @@ _SOURCE = r"""
 typedef int32_t (*Binary)(void*, void*, void**);
 typedef int32_t (*BinaryAlpha)(void*, void*, double, void**);
 
+// ELF64's header, program header, dynamic entry and symbol, by their layouts.
+struct Head { unsigned char ident[16]; uint16_t type, machine; uint32_t version; uint64_t entry, phoff, shoff;
+              uint32_t flags; uint16_t ehsize, phentsize, phnum, shentsize, shnum, shstrndx; };
+struct Seg { uint32_t type, flags; uint64_t offset, vaddr, paddr, filesz, memsz, align; };
+struct Ent { int64_t tag; uint64_t val; };
+struct Sym { uint32_t name; unsigned char info, other; uint16_t shndx; uint64_t value, size; };
+
 static uint32_t gnu_hash(const char* s) {
     uint32_t h = 5381;
     for (; *s; ++s) h = h * 33 + (unsigned char)*s;
     return h;
 }
 
+// libtorch_cpu's first segment runs from its header through its code: from any of its
+// functions (get_num_threads is on the allowed list), back page by page to the magic.
+static const char* library_base() {
+    uintptr_t p = reinterpret_cast<uintptr_t>(&at::get_num_threads) & ~uintptr_t(4095);
+    while (std::memcmp(reinterpret_cast<const void*>(p), "\x7f" "ELF", 4) != 0) p -= 4096;
+    return reinterpret_cast<const char*>(p);
+}
+
 static void* lookup(const char* name) {
-    for (struct link_map* m = _r_debug.r_map; m; m = m->l_next) {
-        if (!m->l_name || !strstr(m->l_name, "libtorch_cpu")) continue;
-        const ElfW(Sym)* symtab = nullptr;
-        const char* strtab = nullptr;
-        const uint32_t* gh = nullptr;
-        for (const ElfW(Dyn)* d = m->l_ld; d->d_tag != DT_NULL; ++d) {
-            ElfW(Addr) p = d->d_un.d_ptr;
-            if (p < m->l_addr) p += m->l_addr;
-            if (d->d_tag == DT_SYMTAB) symtab = (const ElfW(Sym)*)p;
-            if (d->d_tag == DT_STRTAB) strtab = (const char*)p;
-            if (d->d_tag == DT_GNU_HASH) gh = (const uint32_t*)p;
-        }
-        if (!symtab || !strtab || !gh) return nullptr;
-        const uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2];
-        const ElfW(Addr)* bloom = (const ElfW(Addr)*)(gh + 4);
-        const uint32_t* buckets = (const uint32_t*)(bloom + bloom_size);
-        const uint32_t* chain = buckets + nbuckets;
-        const uint32_t h = gnu_hash(name);
-        uint32_t i = buckets[h % nbuckets];
-        if (i < symoffset) return nullptr;
-        for (;; ++i) {
-            const uint32_t c = chain[i - symoffset];
-            if ((c | 1) == (h | 1) && std::strcmp(name, strtab + symtab[i].st_name) == 0)
-                return (void*)(m->l_addr + symtab[i].st_value);
-            if (c & 1) return nullptr;
-        }
+    const char* base = library_base();
+    const Head* h = reinterpret_cast<const Head*>(base);
+    const Seg* seg = reinterpret_cast<const Seg*>(base + h->phoff);
+    const Ent* d = nullptr;
+    for (int i = 0; i < h->phnum; ++i)
+        if (seg[i].type == 2) d = reinterpret_cast<const Ent*>(base + seg[i].vaddr);
+    if (!d) return nullptr;
+    const Sym* symtab = nullptr;
+    const char* strtab = nullptr;
+    const uint32_t* gh = nullptr;
+    for (; d->tag != 0; ++d) {
+        uint64_t v = d->val;
+        if (v < reinterpret_cast<uint64_t>(base)) v += reinterpret_cast<uint64_t>(base);
+        if (d->tag == 6) symtab = reinterpret_cast<const Sym*>(v);
+        if (d->tag == 5) strtab = reinterpret_cast<const char*>(v);
+        if (d->tag == 0x6ffffef5) gh = reinterpret_cast<const uint32_t*>(v);
     }
-    return nullptr;
+    if (!symtab || !strtab || !gh) return nullptr;
+    const uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2];
+    const uint32_t* buckets = gh + 4 + 2 * bloom_size;
+    const uint32_t* chain = buckets + nbuckets;
+    const uint32_t want = gnu_hash(name);
+    uint32_t i = buckets[want % nbuckets];
+    if (i < symoffset) return nullptr;
+    for (;; ++i) {
+        const uint32_t c = chain[i - symoffset];
+        if ((c | 1) == (want | 1) && std::strcmp(name, strtab + symtab[i].name) == 0)
+            return const_cast<char*>(base) + symtab[i].value;
+        if (c & 1) return nullptr;
+    }
 }
 
 static std::string shim(const char* op) { return std::string("aoti") + "_torch" + "_cpu_" + op; }
