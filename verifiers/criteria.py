@@ -67,9 +67,10 @@ class Timing(_Strict):
     # While the candidate is timed, its running thread's program counter every this much CPU
     # time (the kernel samples at its tick at the finest: 4 ms on a 250 Hz kernel)...
     sample_us: int = Field(default=1000, ge=100, le=100_000)
-    # ...and the share of those samples that may lie in torch's own code (not its OpenMP
-    # runtime, not Sleef's vector math), once there are at least min_samples. Honest kernels
-    # read 0-3% here (pybind11 glue, allocation); a kernel of torch's reached by address, 60-100%.
+    # ...and how much of that time may lie in libtorch_cpu's code (not Sleef's vector math in
+    # it): as a share of the candidate's CPU time, and as CPU time a call against eager's. Judged
+    # from min_samples intervals on. Honest kernels read 0-1% of either (allocation through the
+    # dispatcher); half of softmax by the shim's kernels reached by address, 36-126% of eager's.
     max_torch_cpu_share: float = Field(default=0.2, gt=0, le=1)
     min_samples: int = Field(default=50, ge=1)
 

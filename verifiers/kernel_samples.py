@@ -8,10 +8,13 @@ runs in torch's code, and that is what the samples show. Each sample is the inst
 thread of the candidate's process was running, every interval of its CPU time while timed.
 
 Samples are sorted into: the candidate's own build; torch's OpenMP runtime (libgomp ships in
-torch/lib, and every OpenMP kernel's threads wait in it); Sleef's vector math, which
-libtorch_cpu exports and at::vec's inline code calls from a candidate's own kernel; torch's
-other code; and everything else (libc, libm, Python). Too large a share in torch's other code
-fails no_torch_compute: an honest kernel spends 0-3% there (pybind11's glue, allocation).
+torch/lib, and every OpenMP kernel's threads wait in it); torch's glue (libc10, libtorch_python:
+types, allocator, bindings; no kernel lives there); Sleef's vector math, which libtorch_cpu
+exports and at::vec's inline code calls from a candidate's own kernel; libtorch_cpu's other
+code; other people's numeric libraries (numpy's OpenBLAS...); and everything else (libc, libm,
+Python). Too much time in libtorch_cpu's other code fails no_torch_compute (an honest kernel
+spends 0-1% there: allocation through the dispatcher); in the numeric libraries,
+extension_symbols.
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ FOREIGN_COMPUTE = re.compile(r"blas|lapack|libmkl|dnnl|fftw|_multiarray_umath|li
 
 def _is_runtime(path: str) -> bool:
     return os.path.basename(path).startswith("libgomp")
+
+
+def _is_glue(path: str) -> bool:
+    """torch's core types, allocator and Python bindings: what calling any extension from Python
+    runs (argument parsing, THPVariable_Wrap, a TensorImpl for the output). No ATen kernel lives
+    there; they are all in libtorch_cpu."""
+    name = os.path.basename(path)
+    return name.startswith(("libc10", "libtorch_python", "libshm"))
 
 
 @lru_cache(maxsize=8)
@@ -69,9 +80,9 @@ def _allowed(path: str, offset: int) -> bool | None:
 
 def classify(samples: list) -> tuple[dict[str, int], dict[str, int], list[str]]:
     """(counts per class, counts per file of torch's and foreign libraries, malformed entries) of
-    the worker's [file, offset, count] entries. Classes: own, openmp, sleef, torch, foreign
-    (FOREIGN_COMPUTE), other (libc, libm, Python...)."""
-    classes = {"own": 0, "openmp": 0, "sleef": 0, "torch": 0, "foreign": 0, "other": 0}
+    the worker's [file, offset, count] entries. Classes: own, openmp, glue (_is_glue), sleef,
+    torch, foreign (FOREIGN_COMPUTE), other (libc, libm, Python...)."""
+    classes = {"own": 0, "openmp": 0, "glue": 0, "sleef": 0, "torch": 0, "foreign": 0, "other": 0}
     by_file: dict[str, int] = {}
     bad = []
     unreadable = set()
@@ -85,6 +96,8 @@ def classify(samples: list) -> tuple[dict[str, int], dict[str, int], list[str]]:
             classes["own"] += count
         elif "/torch/" in path and _is_runtime(path):
             classes["openmp"] += count
+        elif "/torch/" in path and _is_glue(path):
+            classes["glue"] += count
         elif "/torch/" in path:
             allowed = _allowed(path, offset) if offset >= 0 else False
             if allowed is None:

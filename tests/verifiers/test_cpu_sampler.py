@@ -182,12 +182,15 @@ def test_dilution_does_not_hide_torch_time():
     assert "25% of eager's CPU time a call" in failed["no_torch_compute"], failed
 
 
-def test_sleef_and_openmp_are_not_torch_compute():
+def test_sleef_openmp_and_glue_are_not_torch_compute():
     lib = _torch_lib()
-    gomp = str(Path(lib).parent / "libgomp.so.1")
-    checks, metrics = _judge([["/workspace/ext/k.so", -1, 40], [lib, _sleef_offset(), 40], [gomp, -1, 20]])
+    folder = Path(lib).parent
+    checks, metrics = _judge([["/workspace/ext/k.so", -1, 30], [lib, _sleef_offset(), 30],
+                              [str(folder / "libgomp.so.1"), -1, 20], [str(folder / "libc10.so"), 0x100, 10],
+                              [str(folder / "libtorch_python.so"), 0x100, 10]])
     assert "no_torch_compute" not in _failures(checks)
-    assert metrics["cpu_samples"]["sleef"] == 0.4 and metrics["cpu_samples"]["openmp"] == 0.2
+    summary = metrics["cpu_samples"]
+    assert (summary["sleef"], summary["openmp"], summary["glue"], summary["torch"]) == (0.3, 0.2, 0.2, 0.0), summary
 
 
 def test_other_peoples_numeric_kernels_fail_extension_symbols():
