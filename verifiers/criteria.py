@@ -72,6 +72,10 @@ class Timing(_Strict):
     # from min_samples intervals on. Honest kernels read 0-1% of either (allocation through the
     # dispatcher); half of softmax by the shim's kernels reached by address, 36-126% of eager's.
     max_torch_cpu_share: float = Field(default=0.2, gt=0, le=1)
+    # Below this much libtorch_cpu time a call neither limit is judged: allocation through the
+    # dispatcher and the harness's own calls around each timed call take 10-15 us a call here,
+    # which on a task whose eager call takes 50 us would read as 20-30%.
+    torch_cpu_floor_us: float = Field(default=30.0, ge=0)
     min_samples: int = Field(default=50, ge=1)
 
 

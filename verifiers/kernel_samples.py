@@ -158,7 +158,8 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
                     f"numeric libraries it did not build ({where})")
     share = classes["torch"] / total
     vs_eager = torch_s / eager_cpu_s if calls and eager_cpu_s else 0.0
-    if share > limit or vs_eager > limit:
+    floor_s = crit.timing.torch_cpu_floor_us / 1e6
+    if (share > limit or vs_eager > limit) and (not calls or torch_s > floor_s):
         where = ", ".join(f"{name} x{n}" for name, n in sorted(by_file.items(), key=lambda kv: -kv[1])[:4]
                           if not FOREIGN_COMPUTE.search(name))
         checks.fail("no_torch_compute", f"while timed, the candidate's threads ran in torch's own code for {share:.0%} of "

@@ -204,6 +204,16 @@ def test_other_peoples_numeric_kernels_fail_extension_symbols():
     assert _failures(checks) == {}
 
 
+def test_torch_time_under_the_floor_is_not_judged():
+    # A tiny task: 40% of the time in libtorch_cpu, but 20 us a call (allocation and the
+    # harness's calls around each timed call cost 10-15 us a call, whatever the kernel).
+    lib = _torch_lib()
+    checks, _ = _judge([["/workspace/ext/k.so", -1, 3000], [lib, 0x1000, 2000]], calls=100_000, eager_cpu_s=50e-6)
+    assert _failures(checks) == {}
+    checks, _ = _judge([["/workspace/ext/k.so", -1, 3000], [lib, 0x1000, 4000]], calls=100_000, eager_cpu_s=50e-6)
+    assert "0.040 ms a call" in _failures(checks)["no_torch_compute"]  # over the 30 us floor
+
+
 def test_an_honest_share_passes_and_too_few_samples_are_not_judged():
     lib = _torch_lib()
     checks, _ = _judge([["/workspace/ext/k.so", -1, 990], [lib, 0x1000, 10]])
