@@ -77,4 +77,6 @@ async def test_start_the_main_job_and_approve_its_gated_build(need, tui, monkeyp
         assert verdict.payload["passed"] is False
         # The runner returns after the ledger says finished; then the TUI lets go of the run.
         await tui.until(pilot, lambda: run_id not in app.driven, timeout=30, what="the runner to return")
-        assert any(f"run {run_id} ended: failed" in n.message for n in app._notifications)
+        # notify() posts a message; the notification joins app._notifications when it is handled.
+        await tui.until(pilot, lambda: any(f"run {run_id} ended: failed" in n.message for n in app._notifications),
+                        timeout=10, what="the run's end on screen")
