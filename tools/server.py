@@ -104,7 +104,7 @@ async def _record_calls_on_sigterm(session: Session) -> None:
             return
 
 
-def record_stopped_calls(signal_name: str, session: Session | None = None) -> None:
+def record_stopped_calls(signal_name: str, session: Session) -> None:
     """Record the calls still running as interrupted by the signal that stops the server (stdio
     and HTTP alike), then kill the session's sandboxes with what runs in them, so the server
     does not wait out a command's timeout before it exits; call it from the event loop, not
@@ -112,5 +112,4 @@ def record_stopped_calls(signal_name: str, session: Session | None = None) -> No
     n = record_in_flight(f"the server was stopped by {signal_name}")
     if n:
         log.warning("%s: recorded %d call(s) still running as interrupted", signal_name, n)
-    if session is not None:
-        session.pool.abort()
+    session.pool.abort()

@@ -36,16 +36,11 @@ ALLOWED_IN_TORCH = ("Sleef_",)
 FOREIGN_COMPUTE = re.compile(r"blas|lapack|libmkl|dnnl|fftw|libgfortran|libsleef|xnnpack|fbgemm", re.I)
 
 
-def _is_runtime(path: str) -> bool:
-    return os.path.basename(path).startswith("libgomp")
-
-
-def _is_glue(path: str) -> bool:
-    """torch's core types, allocator and Python bindings: what calling any extension from Python
-    runs (argument parsing, THPVariable_Wrap, a TensorImpl for the output). No ATen kernel lives
-    there; they are all in libtorch_cpu."""
-    name = os.path.basename(path)
-    return name.startswith(("libc10", "libtorch_python", "libshm"))
+CLASSES = ("own", "openmp", "glue", "sleef", "torch", "foreign", "other")
+# torch's core types, allocator and Python bindings: what calling any extension from Python runs
+# (argument parsing, THPVariable_Wrap, a TensorImpl for the output). No ATen kernel lives there;
+# they are all in libtorch_cpu.
+GLUE = ("libc10", "libtorch_python", "libshm")
 
 
 @lru_cache(maxsize=8)
@@ -71,50 +66,44 @@ def allowed_ranges(path: str) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     return tuple(s for s, _ in spans), tuple(e for _, e in spans)
 
 
-def _allowed(path: str, offset: int) -> bool | None:
-    ranges = allowed_ranges(path)
+def _class_of(path: str, offset: int) -> str:
+    """One sample's class (see CLASSES and the module's docstring)."""
+    if rt.candidate_built(path):
+        return "own"
+    name = os.path.basename(path)
+    if "/torch/" not in path:
+        return "foreign" if FOREIGN_COMPUTE.search(name) else "other"
+    if name.startswith("libgomp"):
+        return "openmp"
+    if name.startswith(GLUE):
+        return "glue"
+    ranges = allowed_ranges(path) if offset >= 0 else None
     if ranges is None:
-        return None
-    starts, ends = ranges
-    i = bisect.bisect_right(starts, offset) - 1
-    return i >= 0 and offset < ends[i]
+        return "torch"
+    i = bisect.bisect_right(ranges[0], offset) - 1
+    return "sleef" if i >= 0 and offset < ranges[1][i] else "torch"
 
 
-def classify(samples: list) -> tuple[dict[str, int], dict[str, int], list[str]]:
-    """(counts per class, counts per file of torch's and foreign libraries, malformed entries) of
-    the worker's [file, offset, count] entries. Classes: own, openmp, glue (_is_glue), sleef,
-    torch, foreign (FOREIGN_COMPUTE), other (libc, libm, Python...)."""
-    classes = {"own": 0, "openmp": 0, "glue": 0, "sleef": 0, "torch": 0, "foreign": 0, "other": 0}
-    by_file: dict[str, int] = {}
-    bad = []
-    unreadable = set()
+def classify(samples: list) -> tuple[dict[str, int], dict[tuple[str, str], int], list[str], list[str]]:
+    """The worker's [file, offset, count] entries as (counts per class, counts per (class, file
+    name), malformed entries, torch libraries whose symbols could not be read: their samples
+    count as torch's, in doubt)."""
+    classes = dict.fromkeys(CLASSES, 0)
+    files: dict[tuple[str, str], int] = {}
+    malformed, unresolved = [], set()
     for entry in samples:
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], int) and isinstance(entry[2], int)
                 and entry[2] > 0):
-            bad.append(str(entry)[:80])
+            malformed.append(str(entry)[:80])
             continue
         path, offset, count = str(entry[0]), entry[1], entry[2]
-        if path != "?" and rt.candidate_built(path):
-            classes["own"] += count
-        elif "/torch/" in path and _is_runtime(path):
-            classes["openmp"] += count
-        elif "/torch/" in path and _is_glue(path):
-            classes["glue"] += count
-        elif "/torch/" in path:
-            allowed = _allowed(path, offset) if offset >= 0 else False
-            if allowed is None:
-                unreadable.add(os.path.basename(path))  # in doubt, torch's
-            if allowed:
-                classes["sleef"] += count
-            else:
-                classes["torch"] += count
-                by_file[os.path.basename(path)] = by_file.get(os.path.basename(path), 0) + count
-        elif FOREIGN_COMPUTE.search(os.path.basename(path)):
-            classes["foreign"] += count
-            by_file[os.path.basename(path)] = by_file.get(os.path.basename(path), 0) + count
-        else:
-            classes["other"] += count
-    return classes, by_file, bad + [f"symbols of {name} unreadable" for name in sorted(unreadable)]
+        kind = _class_of(path, offset)
+        classes[kind] += count
+        key = (kind, os.path.basename(path))
+        files[key] = files.get(key, 0) + count
+        if kind == "torch" and offset >= 0 and allowed_ranges(path) is None:
+            unresolved.add(key[1])
+    return classes, files, malformed, sorted(unresolved)
 
 
 def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu_s: float | None) -> None:
@@ -132,8 +121,7 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
     problems = [str(p) for p in rec.get("problems") or []]
     if problems:
         checks.fail("harness_integrity", "while timed: " + "; ".join(problems[:6]))
-    classes, by_file, notes = classify(rec["samples"])
-    malformed = [n for n in notes if not n.startswith("symbols of")]
+    classes, files, malformed, unresolved = classify(rec["samples"])
     if malformed:
         checks.fail("harness_integrity", f"while timed, malformed CPU samples: {malformed[0]}")
         return
@@ -142,10 +130,10 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
     calls = _positive(rec.get("calls"))
     torch_s = classes["torch"] * interval_s / calls if calls else 0.0
     summary = {"intervals": total, **{k: round(v / total, 3) if total else 0.0 for k, v in classes.items()},
-               "files": _top_files(rec["samples"], total),
+               "files": _top_files(files, total),
                "cpu_ms": _positive(rec.get("cpu_ms")), "sampled_ms": _positive(rec.get("sampled_ms"))}
-    if len(notes) > len(malformed):
-        summary["unresolved"] = notes[len(malformed):]  # counted as torch's
+    if unresolved:
+        summary["unresolved"] = [f"symbols of {name} unreadable" for name in unresolved]  # counted as torch's
     if calls and eager_cpu_s:
         summary["torch_cpu_vs_eager"] = round(torch_s / eager_cpu_s, 3)
     metrics["cpu_samples"] = summary
@@ -153,15 +141,15 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
         return
     limit = crit.timing.max_torch_cpu_share
     if classes["foreign"] / total > limit:
-        where = ", ".join(f"{n} x{k}" for n, k in by_file.items() if FOREIGN_COMPUTE.search(n))
+        where = ", ".join(f"{n} x{k}" for (kind, n), k in files.items() if kind == "foreign")
         checks.fail("extension_symbols", f"while timed, {classes['foreign'] / total:.0%} of the candidate's CPU time ran in "
                     f"numeric libraries it did not build ({where})")
     share = classes["torch"] / total
     vs_eager = torch_s / eager_cpu_s if calls and eager_cpu_s else 0.0
     floor_s = crit.timing.torch_cpu_floor_us / 1e6
     if (share > limit or vs_eager > limit) and (not calls or torch_s > floor_s):
-        where = ", ".join(f"{name} x{n}" for name, n in sorted(by_file.items(), key=lambda kv: -kv[1])[:4]
-                          if not FOREIGN_COMPUTE.search(name))
+        mine = sorted(((n, k) for (kind, n), k in files.items() if kind == "torch"), key=lambda nk: -nk[1])
+        where = ", ".join(f"{name} x{n}" for name, n in mine[:4])
         checks.fail("no_torch_compute", f"while timed, the candidate's threads ran in torch's own code for {share:.0%} of "
                     f"their CPU time, {1e3 * torch_s:.3f} ms a call ({vs_eager:.0%} of eager's CPU time a call; at most "
                     f"{limit:.0%} of either allowed; samples in {where}): torch's kernels, reached without the "
@@ -169,11 +157,11 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
                     f"Sleef {classes['sleef'] / total:.0%}")
 
 
-def _top_files(samples: list, total: int, n: int = 6) -> list[list]:
+def _top_files(files: dict[tuple[str, str], int], total: int, n: int = 6) -> list[list]:
     """[file name, share] of the files that held the most CPU time, for the report."""
     per: dict[str, int] = {}
-    for path, _, count in samples:
-        per[os.path.basename(str(path))] = per.get(os.path.basename(str(path)), 0) + count
+    for (_, name), count in files.items():
+        per[name] = per.get(name, 0) + count
     top = sorted(per.items(), key=lambda kv: -kv[1])[:n]
     return [[name, round(count / total, 3)] for name, count in top] if total else []
 

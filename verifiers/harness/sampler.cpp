@@ -1,13 +1,13 @@
 // sampler: where the candidate's CPU time goes, by the instruction each thread was running.
 //
 // The op recorder sees only what passes torch's dispatcher, and CtypesWatch only what ctypes
-// opens. torch's libraries also run kernels reached by address: a candidate's C++ can walk the
-// dynamic linker's list of loaded libraries (_r_debug) to a symbol table and call the
-// AOTInductor shim's aoti_torch_cpu_* functions, which import nothing the symbol check reads
-// and dispatch nothing. Wherever the call came from, the work runs in torch's code: so while
-// the candidate is timed, a CPU-time timer of the whole process interrupts whichever thread
-// is running every interval of CPU time, and the handler writes down that thread's program
-// counter and id. The harness maps each address to the file it lies in afterwards.
+// opens. torch's libraries also run kernels reached by address: a candidate's C++ can walk
+// from one of torch's functions back to its library's ELF tables and call the AOTInductor
+// shim's aoti_torch_cpu_* functions, which import nothing the symbol check reads and dispatch
+// nothing. Wherever the call came from, the work runs in torch's code: so while the candidate
+// is timed, each thread is interrupted every interval of its own CPU time, and the handler
+// writes down its program counter and id. The harness maps each address to the file it lies in
+// afterwards.
 //
 // Each thread of the process gets a timer on its own CPU clock whose signal goes to it, armed
 // when a round starts. A thread that blocks SIGPROF, or starts inside a round, goes unsampled,
@@ -33,8 +33,6 @@ unsigned long long pcs[kCapacity];
 int tids[kCapacity];
 int weights[kCapacity];           // 1 + the expirations merged into this signal: intervals of CPU time
 std::atomic<long> next_slot{0};
-std::atomic<long> fired{0};       // signals handled while armed
-std::atomic<long> overruns{0};    // expirations the kernel merged into one signal
 std::atomic<bool> armed{false};
 // One CPU-time timer per thread, on that thread's own clock and signalling that thread: a
 // process-wide timer's signal goes to whichever thread the kernel picks (measured here: two
@@ -50,10 +48,8 @@ void on_prof(int, siginfo_t* info, void* context) {
   if (!armed.load(std::memory_order_relaxed)) {
     return;
   }
-  fired.fetch_add(1, std::memory_order_relaxed);
   int weight = 1;
   if (info != nullptr && info->si_code == SI_TIMER && info->si_overrun > 0) {
-    overruns.fetch_add(info->si_overrun, std::memory_order_relaxed);
     weight += info->si_overrun;
   }
   unsigned long long pc = 0;
@@ -178,9 +174,6 @@ int assay_sampler_intact() {
   }
   return (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_prof ? 1 : 0;
 }
-
-long assay_sampler_fired() { return fired.load(); }
-long assay_sampler_overruns() { return overruns.load(); }
 
 // Copies the samples since the last take (at most cap) and starts again; call while disarmed.
 // Returns how many samples were taken in all (more than cap: the rest were lost).

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import bisect
 import builtins
+import contextlib
 import hashlib
 import json
 import os
@@ -522,9 +523,8 @@ class Sampler:
         per_thread: dict[int, int] = {}
         for i in range(min(n, cap)):
             pc = pcs[i]
-            j = bisect.bisect_right(starts, pc) - 1
-            name = maps[j][2] if j >= 0 and pc < maps[j][1] else "?"
-            where = (name, pc - base[name]) if "/torch/" in name and name != "?" else (name, -1)
+            name = _file_in(maps, starts, pc)
+            where = (name, pc - base[name]) if "/torch/" in name else (name, -1)
             counts[where] = counts.get(where, 0) + weights[i]
             per_thread[tids[i]] = per_thread.get(tids[i], 0) + weights[i]
         cpu_ns = sum(v for v in self.cpu_ns.values() if v > 0)
@@ -575,15 +575,16 @@ def _mapped_files() -> tuple[list[tuple[int, int, str]], dict[str, int]]:
 def _file_at(address: int) -> str:
     """The file mapped at `address` in this process, or "?" (anonymous memory, or none)."""
     try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                parts = line.split(None, 5)
-                lo, _, hi = parts[0].partition("-")
-                if int(lo, 16) <= address < int(hi, 16):
-                    return parts[5].strip() if len(parts) > 5 and parts[5].startswith("/") else "?"
+        maps, _ = _mapped_files()
     except (OSError, ValueError):
-        pass
-    return "?"
+        return "?"
+    return _file_in(maps, [m[0] for m in maps], address)
+
+
+def _file_in(maps: list[tuple[int, int, str]], starts: list[int], address: int) -> str:
+    """The file of `maps` (sorted, with their `starts`) that holds `address`, or "?"."""
+    j = bisect.bisect_right(starts, address) - 1
+    return maps[j][2] if j >= 0 and address < maps[j][1] else "?"
 
 
 def import_candidate(plan: dict, chan: Channel):
@@ -1219,6 +1220,21 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
           opwatch, integrity, foreign, sampler)
 
 
+@contextlib.contextmanager
+def _watching(opwatch: OpWatch | None, sampler: Sampler | None, calls: int):
+    """The op recorder and the CPU sampler armed around `calls` calls of a subject (either may
+    be absent: the reference's process has neither)."""
+    if opwatch is not None:
+        opwatch.arm()
+    if sampler is not None:
+        sampler.arm(calls)
+    yield
+    if sampler is not None:
+        sampler.disarm()
+    if opwatch is not None:
+        opwatch.disarm()
+
+
 def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None, integrity=None, foreign=None,
           sampler: Sampler | None = None) -> None:
     ready: list[list] = []
@@ -1228,20 +1244,13 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
         if op == "warm":
             fn = subjects[cmd["subject"]]
             args = inputs[cmd["subject"]].args
-            if opwatch is not None:
-                opwatch.arm()
             # As the timed rounds call it (the last output alive during the next call, the input
             # changed around each, the report made), so memory settles as they will use it: a
             # warm-up that dropped each output at once left the first timed rounds 4000-8000 page
             # faults to take (70 ms for a 1.4 ms call), and the calibration sized rounds on them.
             use = perturb if cmd["subject"] != "copy" else None
-            if sampler is not None:
-                sampler.arm(int(cmd["n"]))
-            timed_round(fn, args, use, int(cmd["n"]), 0, line.rehearse)
-            if sampler is not None:
-                sampler.disarm()
-            if opwatch is not None:
-                opwatch.disarm()
+            with _watching(opwatch, sampler, int(cmd["n"])):
+                timed_round(fn, args, use, int(cmd["n"]), 0, line.rehearse)
             chan.event("warmed")
         elif op == "flush":
             flush()
@@ -1265,19 +1274,12 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
                     ready = source.prepare(int(cmd["seed"]), n)  # views of what the reference wrote
                 if len(ready) != n:
                     _exit(5)
-            if opwatch is not None:
-                opwatch.arm()
-            if sampler is not None:
-                sampler.arm(len(ready) if cmd.get("fresh") else n)
-            if cmd.get("fresh"):
-                timed_fresh_round(fn, ready, int(cmd.get("first", 0)), line, inputs[cmd["subject"]])
-            else:
-                use = perturb if cmd["subject"] != "copy" else None
-                timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), line.report)
-            if sampler is not None:
-                sampler.disarm()
-            if opwatch is not None:
-                opwatch.disarm()
+            with _watching(opwatch, sampler, n):
+                if cmd.get("fresh"):
+                    timed_fresh_round(fn, ready, int(cmd.get("first", 0)), line, inputs[cmd["subject"]])
+                else:
+                    use = perturb if cmd["subject"] != "copy" else None
+                    timed_round(fn, inputs[cmd["subject"]].args, use, n, int(cmd["seed"]), line.report)
             ready = []
             chan.event("done")
         elif op == "replay":
