@@ -94,7 +94,11 @@ def leaf_dims(chain: Chain, first: int) -> dict[int, int]:
 # Smaller outputs may stay in cache for whatever reads them next, so both stay in the space.
 STREAM_ONLY_BYTES = 8 << 20
 
-ELEMENTWISE_SPACE = {"unroll": [2, 1, 4], "nt": [0, 1], "part": [0, 1, 2]}
+# pf: how many floats ahead each input is asked for with a prefetch hint, 0 for none. On the Intel
+# Xeon (its 16 MB inputs served from a 480 MB L3) the activations' math held the loads back: the
+# hint 512 floats ahead took silu from 0.65-0.70 to 0.83-0.86 of a streaming copy and mish from
+# 0.68-0.75 to 0.87-0.89, same rounds (bench/RESULTS.md). Where it does not pay, the tuner keeps 0.
+ELEMENTWISE_SPACE = {"unroll": [2, 1, 4], "nt": [0, 1], "part": [0, 1, 2], "pf": [512, 0]}
 
 
 def elementwise_space(out_bytes: int = 0) -> list[dict]:
@@ -118,7 +122,7 @@ def elementwise_source(spec: dict, configs: list[dict]) -> str:
         else:
             base = "pos" if kind == "full" else f"(pos % D[{slots[j]}])"
             per_row.append(f"const float* p{j} = L[{j}] + {base};")
-            loads.append(f"const vf x{j} = LD(p{j}, i, cnt);")
+            loads.append(f"if (PF) vprefetch(p{j} + i + PF); const vf x{j} = LD(p{j}, i, cnt);")
             expr[j] = f"x{j}"
     # The constants (softplus' beta and threshold, a clamp's bounds) come at run time, since a
     # model's constructor may set them, but a second instance of the loop has the rendered values
@@ -137,11 +141,11 @@ def elementwise_source(spec: dict, configs: list[dict]) -> str:
         fixed = vmap([(f"vsplat({lit})", lit) for lit in literals])
         loop = f"if constexpr (SPEC) {{\n      {fixed}\n    }} else {{\n      {vmap()}\n    }}"
         pick = "const bool spec = " + " && ".join(f"K[{i}] == {lit}" for i, lit in enumerate(literals)) + ";"
-        call = "if (spec) run_range<U, NT, 1>(out, L, D, K, s, e); else run_range<U, NT, 0>(out, L, D, K, s, e);"
+        call = "if (spec) run_range<U, NT, PF, 1>(out, L, D, K, s, e); else run_range<U, NT, PF, 0>(out, L, D, K, s, e);"
     else:
-        loop, pick, call = vmap(), "", "run_range<U, NT, 0>(out, L, D, K, s, e);"
+        loop, pick, call = vmap(), "", "run_range<U, NT, PF, 0>(out, L, D, K, s, e);"
     src = f"""{vecmath()}
-template <int U, int NT, int SPEC>
+template <int U, int NT, int PF, int SPEC>
 static void run_range(float* __restrict out, const float* const* L, const long* D, const float* K, long s, long e) {{
   const long cols = D[1];
   {' '.join(_consts(chain))}
@@ -158,7 +162,7 @@ static void run_range(float* __restrict out, const float* const* L, const long* 
   }}
 }}
 
-template <int U, int NT, int PART>
+template <int U, int NT, int PART, int PF>
 static void ew(float* out, const float* const* L, const long* D, const float* K) {{
   const long numel = D[0];
   {pick}
@@ -189,7 +193,7 @@ static void ew(float* out, const float* const* L, const long* D, const float* K)
   }}
 }}
 """
-    return src + _dispatch([f"&ew<{c['unroll']}, {c['nt']}, {c['part']}>" for c in configs])
+    return src + _dispatch([f"&ew<{c['unroll']}, {c['nt']}, {c['part']}, {c.get('pf', 0)}>" for c in configs])
 
 
 # --- row reductions ----------------------------------------------------------------------
@@ -200,14 +204,15 @@ ROW_SPACE = {"unroll": [2, 1, 4], "nt": [1, 0]}
 ROW_ALGS = {"softmax": [2, 0, 1], "log_softmax": [0], "layer_norm": [0, 1], "rms_norm": [0]}
 # How many rows ahead a row's exp or write pass asks for with a prefetch hint; 0: none, the
 # hardware prefetcher alone. Since each thread reads its rows as one stream (claim_rows) the hint
-# one row ahead was never the best: softmax gains from 2 ahead, the others run fastest without
-# (bench/RESULTS.md).
-ROW_PREFETCH = {"softmax": 2}
+# one row ahead was never the best: on the AMD EPYC softmax gained from 2 ahead and the others ran
+# fastest without, so the tuner chooses for those (bench/RESULTS.md). Softmax's space stays as it
+# is: the main job tunes it within its minute.
+ROW_PREFETCH = {"softmax": [2], "log_softmax": [0, 2], "layer_norm": [0, 2], "rms_norm": [0, 2]}
 
 
 def rowreduce_space(op: str, out_bytes: int = 0) -> list[dict]:
     nt = [1] if out_bytes >= STREAM_ONLY_BYTES else ROW_SPACE["nt"]
-    return _product({**ROW_SPACE, "nt": nt, "alg": ROW_ALGS[op]})
+    return _product({**ROW_SPACE, "nt": nt, "alg": ROW_ALGS[op], "pf": ROW_PREFETCH[op]})
 
 
 _ROW_PRELUDE = """
@@ -342,9 +347,9 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
         raise ValueError(op)
     src = f"""{vecmath()}
 {_ROW_PRELUDE}
-static const int HAS_W = {has_w}, HAS_B = {has_b}, PF = {ROW_PREFETCH.get(op, 0)};
+static const int HAS_W = {has_w}, HAS_B = {has_b};
 
-template <int U, int NT, int ALG>
+template <int U, int NT, int ALG, int PF>
 static void rows(float* out, const float* const* L, const long* D, const float* K) {{
   const float* x = L[0];
   const float* w = HAS_W ? L[1] : nullptr;
@@ -374,7 +379,7 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
   delete[] claims;
 }}
 """
-    return src + _dispatch([f"&rows<{c['unroll']}, {c['nt']}, {c['alg']}>" for c in configs])
+    return src + _dispatch([f"&rows<{c['unroll']}, {c['nt']}, {c['alg']}, {c.get('pf', ROW_PREFETCH[op][0])}>" for c in configs])
 
 
 # --- matmul + epilogue ---------------------------------------------------------------------
