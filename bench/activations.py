@@ -1,6 +1,6 @@
 """The C++ templates' activations against a copy of the same size, in one process; prints JSON.
 
-    python bench/activations.py [--against REV] [--rounds 60] [--only gelu,softplus]
+    python bench/activations.py [--against REV] [--rounds 60] [--only gelu,softplus] [--prefetch 512]
 
 The suite (bench/kernels.py) times whole candidates, one harness process per task, against a
 copy timed in the same rounds; between processes its copy rate moves by a third on this shared
@@ -10,8 +10,10 @@ streaming stores), round-robin with a streaming copy of the same tensor and the 
 flushed before each call, so the noise meets all of them alike. Per activation: the median ms,
 `fraction_of_copy` (the copy's median over its own: 1.0 means the math costs nothing beyond the
 memory traffic) and `in_cache_ns` (ns per element on one thread over 4096 floats that stay in
-L1: the math alone). `--against REV` builds REV's vecmath.h into the same program, in the same
-rounds: a before/after of a vecmath change that the machine's drift cannot fake.
+L1: the math alone). Each activation's loop asks for its input `--prefetch` floats ahead, as the
+elementwise template's tuned `pf` does (0: the hardware prefetcher alone). `--against REV` builds
+REV's vecmath.h into the same program, in the same rounds: a before/after of a vecmath change
+that the machine's drift cannot fake.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ static double stream_%(k)d(float* o, const float* xs) {
   {
     const long nt = omp_get_num_threads(), t = omp_get_thread_num();
     const long per = ((N + nt - 1) / nt + 63) & ~63L, s = t * per, e = std::min(N, s + per);
-    if (s < e) vmap_range<2, 1>(o + s, e - s, [&](long i, long cnt) -> vf { const vf x = LD(xs + s, i, cnt); return %(expr)s; });
+    if (s < e) vmap_range<2, 1>(o + s, e - s, [&](long i, long cnt) -> vf { %(pf)s const vf x = LD(xs + s, i, cnt); return %(expr)s; });
     vfence();
   }
   return now_ms() - t0;
@@ -132,7 +134,7 @@ static double cache_%(k)d() {
 """
 
 
-def _source(headers: dict[str, Path], names: list[str]) -> str:
+def _source(headers: dict[str, Path], names: list[str], prefetch: int = 0) -> str:
     namespaces = [f"namespace {ns} {{\n#include \"{header}\"\n}}" for ns, header in headers.items()]
     subjects = [("copy", "cur", "x")]
     for ns in headers:
@@ -140,7 +142,10 @@ def _source(headers: dict[str, Path], names: list[str]) -> str:
     return PROGRAM % {
         "n": N,
         "namespaces": "\n".join(namespaces),
-        "subjects": "".join(SUBJECT % {"k": k, "ns": ns, "expr": expr} for k, (_, ns, expr) in enumerate(subjects)),
+        # the copy stays a plain streaming copy: the roofline the suite divides by
+        "subjects": "".join(SUBJECT % {"k": k, "ns": ns, "expr": expr,
+                                       "pf": f"vprefetch(xs + s + i + {prefetch});" if prefetch and k else ""}
+                            for k, (_, ns, expr) in enumerate(subjects)),
         "names": ", ".join(f'"{label}"' for label, _, _ in subjects),
         "streams": ", ".join(f"stream_{k}" for k in range(len(subjects))),
         "caches": ", ".join(f"cache_{k}" for k in range(len(subjects))),
@@ -162,10 +167,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--against", metavar="REV", help="also time this git revision's vecmath.h, in the same rounds")
     ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--prefetch", type=int, default=512, metavar="FLOATS",
+                    help="prefetch hint distance in each activation's loop, as the template's pf (0: none)")
     ap.add_argument("--only", help="comma-separated activations (default: all of " + ", ".join(ACTIVATIONS) + ")")
     args = ap.parse_args()
     names = [n.strip() for n in args.only.split(",")] if args.only else list(ACTIVATIONS)
     unknown = [n for n in names if n not in ACTIVATIONS]
+    if args.prefetch < 0:
+        print("error: --prefetch must be 0 or more floats", file=sys.stderr)
+        return 2
     if unknown or args.rounds < 1:
         print(f"error: unknown activation {unknown[0]!r}: choose from {', '.join(ACTIVATIONS)}" if unknown
               else "error: --rounds must be at least 1", file=sys.stderr)
@@ -178,7 +188,7 @@ def main() -> int:
         if args.against:
             headers["against"] = _header_at(args.against, Path(tmp))
         src = Path(tmp) / "act.cpp"
-        src.write_text(_source(headers, names))
+        src.write_text(_source(headers, names, args.prefetch))
         exe = Path(tmp) / "act"
         flags = ["-O3", "-march=native", "-ffp-contract=fast", "-fno-math-errno", "-fopenmp"]
         res = subprocess.run(["g++", *flags, "-o", str(exe), str(src)], capture_output=True, text=True)
@@ -203,6 +213,7 @@ def main() -> int:
         },
         "rounds": args.rounds,
         "against": args.against,
+        "prefetch": args.prefetch,
         "machine": {"cpu": platform.processor() or platform.machine(), "threads": threads,
                     "load_avg_1m": os.getloadavg()[0]},
     }

@@ -26,13 +26,28 @@ def test_times_an_activation_against_a_copy_and_an_earlier_revision():
     assert set(out["activations"]) == {"silu", "softplus", "silu@against", "softplus@against"}
     for row in out["activations"].values():
         assert row["median_ms"] > 0 and row["fraction_of_copy"] > 0 and row["in_cache_ns"] > 0
-    assert out["copy_gbps"] > 0 and out["rounds"] == 3 and out["against"] == "HEAD"
+    assert out["copy_gbps"] > 0 and out["rounds"] == 3 and out["against"] == "HEAD" and out["prefetch"] == 512
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to build the activations")
+def test_the_prefetch_hint_is_in_the_loop_it_times():
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import activations
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    names = ["silu"]
+    with_hint = activations._source({"cur": activations.HEADER}, names, 512)
+    without = activations._source({"cur": activations.HEADER}, names, 0)
+    # subject 0 is the copy, the roofline: never prefetched
+    assert with_hint.count("vprefetch(xs + s + i + 512);") == 1 and "vprefetch(xs" not in without
 
 
 @pytest.mark.parametrize("args, words", [
     (("--only", "swish"), "unknown activation 'swish'"),
     (("--against", "no-such-revision"), "no kernels/cpp/vecmath.h at 'no-such-revision'"),
     (("--rounds", "0"), "--rounds must be at least 1"),
+    (("--prefetch", "-1"), "--prefetch must be 0 or more floats"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
     res = _run(*args)
