@@ -140,6 +140,29 @@ def test_a_timer_stopped_inside_a_window_shows_as_missing_time(built):
     assert any("saw" in p for p in report["problems"]), report
 
 
+def test_a_thread_that_starts_and_ends_inside_a_window_is_counted(built):
+    # Torch's kernel on a thread that lives for one call (and on the OpenMP team it starts as a
+    # new master): no timer, and by the window's end no /proc record of its CPU time either.
+    # The process's CPU clock keeps what ended threads ran.
+    report = _sample(built, """
+        import threading
+        def hidden():
+            own()
+            t = threading.Thread(target=lambda: [theirs() for _ in range(3)])
+            t.start(); t.join()
+        window(hidden, 60)
+    """)
+    unplaced = report["cpu_ms"] - report["sampled_ms"]
+    files = _by_file(report)
+    # torch's time barely shows in the samples, but the CPU time nobody sampled does
+    assert files.get("libtorch_cpu.so", 0) / sum(files.values()) < 0.05, files
+    assert unplaced > 0.25 * report["cpu_ms"], report
+    checks, metrics = _judge(report["samples"], calls=60, eager_cpu_s=None, record=report)
+    failed = _failures(checks)
+    assert "ran where the sampler could not see it" in failed["no_torch_compute"], failed
+    assert metrics["cpu_samples"]["unplaced"] > 0.25
+
+
 # ----------------------------------------------------------------------------- the judgement
 
 def _torch_lib() -> str:
@@ -153,9 +176,9 @@ def _sleef_offset() -> int:
     return ranges[0][0] + 1
 
 
-def _judge(samples, calls=100, eager_cpu_s=2e-3, problems=()):
+def _judge(samples, calls=100, eager_cpu_s=2e-3, problems=(), record=None):
     checks, metrics = Checks(), {}
-    record = {"samples": samples, "problems": list(problems), "interval_us": 1000, "calls": calls}
+    record = {**(record or {}), "samples": samples, "problems": list(problems), "interval_us": 1000, "calls": calls}
     ks.judge_samples(checks, {"cpu_sampling": record}, load_criteria("kernel-default"), metrics, eager_cpu_s)
     return checks, metrics
 

@@ -41,6 +41,10 @@ _write = os.write
 _read = os.read
 _exit = os._exit
 _dumps = json.dumps
+# CPU time of every thread this process ran, the ones that have ended too (per-thread files
+# vanish with their thread).
+_process_cpu_ns = time.clock_gettime_ns
+_PROCESS_CPU = time.CLOCK_PROCESS_CPUTIME_ID
 
 # dtype -> (int dtype of the same width, 3 in the exponent field): adding it multiplies a value
 # by 8 and keeps its sign, so the input stays in the task's domain but the output moves.
@@ -478,7 +482,8 @@ class Sampler:
     every `interval_us` of its own CPU time, only inside the candidate's rounds (every thread
     alive when a round starts gets a timer). Each round's CPU time per thread is read too, so a
     thread that ran unsampled (it blocked SIGPROF, or started inside the round) or a stopped
-    timer shows against the time it used."""
+    timer shows against the time it used; and the whole process's, so a thread that started and
+    ended inside a round, whose own record is gone by the round's end, shows too."""
 
     def __init__(self, path: str, interval_us: int):
         import ctypes
@@ -493,6 +498,8 @@ class Sampler:
         self.interval_ns = interval_us * 1000
         self.started = lib.assay_sampler_start(ctypes.c_long(interval_us)) == 0
         self.cpu_ns: dict[int, int] = {}   # per thread, inside the armed windows
+        self.process_ns = 0                # all threads, ended ones too, inside the windows
+        self._process_before = 0
         self.stopped = 0                   # timers found stopped at a window's end
         self.calls = 0                     # forward calls inside the windows
         self._before: dict[int, int] = {}
@@ -501,10 +508,12 @@ class Sampler:
         self.calls += calls
         self._before = _thread_cpu_ns()
         threads = list(self._before)
+        self._process_before = _process_cpu_ns(_PROCESS_CPU)
         self._arm((self._ctypes.c_int * len(threads))(*threads), len(threads))
 
     def disarm(self) -> None:
         self.stopped += self._disarm()
+        self.process_ns += _process_cpu_ns(_PROCESS_CPU) - self._process_before
         after = _thread_cpu_ns()
         for tid, ns in after.items():
             self.cpu_ns[tid] = self.cpu_ns.get(tid, 0) + ns - self._before.get(tid, 0)
@@ -512,7 +521,8 @@ class Sampler:
     def report(self) -> dict:
         """{"samples": [[file, offset in the file's mapping or -1, intervals of CPU time]],
         "problems": [...], "interval_us", "calls", "cpu_ms", "sampled_ms", "count"}; offsets only
-        for torch's files, the rest by file."""
+        for torch's files, the rest by file. cpu_ms: the process's CPU time inside the windows, or
+        its live threads' if that reads more."""
         c = self._ctypes
         cap = 1 << 17
         pcs, tids, weights = (c.c_ulonglong * cap)(), (c.c_int * cap)(), (c.c_int * cap)()
@@ -527,7 +537,7 @@ class Sampler:
             where = (name, pc - base[name]) if "/torch/" in name else (name, -1)
             counts[where] = counts.get(where, 0) + weights[i]
             per_thread[tids[i]] = per_thread.get(tids[i], 0) + weights[i]
-        cpu_ns = sum(v for v in self.cpu_ns.values() if v > 0)
+        cpu_ns = max(sum(v for v in self.cpu_ns.values() if v > 0), self.process_ns)
         sampled_ns = sum(per_thread.values()) * self.interval_ns
         return {"samples": [[f, off, k] for (f, off), k in sorted(counts.items())],
                 "problems": self._problems(n, cap, cpu_ns, sampled_ns, per_thread),
