@@ -129,10 +129,10 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
     interval_s = _positive(rec.get("interval_us")) / 1e6
     calls = _positive(rec.get("calls"))
     cpu_ms, sampled_ms = _positive(rec.get("cpu_ms")), _positive(rec.get("sampled_ms"))
-    # CPU time the samples do not cover (a thread that started and ended inside a round, one
-    # that blocked SIGPROF) could have been torch's: it counts as torch's. An honest candidate
-    # leaves a few percent (its pool's first start, each round's last partial interval).
-    unplaced = max(0.0, cpu_ms - sampled_ms) / 1e3 / interval_s if interval_s else 0.0
+    # CPU time of threads that started and ended inside a round: no timer, no /proc record left,
+    # so no sample could say where it went. It could have been torch's, and counts as torch's.
+    # (A live thread that ran unsampled is named by the worker's own problems.)
+    unplaced = _positive(rec.get("ended_ms")) / 1e3 / interval_s if interval_s else 0.0
     whole = total + unplaced
     torch_s = (classes["torch"] + unplaced) * interval_s / calls if calls else 0.0
     summary = {"intervals": total, **{k: round(v / total, 3) if total else 0.0 for k, v in classes.items()},
@@ -156,10 +156,10 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
     if (share > limit or vs_eager > limit) and (not calls or torch_s > floor_s):
         mine = sorted(((n, k) for (kind, n), k in files.items() if kind == "torch"), key=lambda nk: -nk[1])
         where = ", ".join(f"{name} x{n}" for name, n in mine[:4]) or "none"
-        unseen = (f"; {unplaced / whole:.0%} ran where the sampler could not see it (threads that started inside a "
-                  "round, or SIGPROF blocked), counted as torch's" if unplaced / whole >= 0.005 else "")
+        unseen = (f"; {unplaced / whole:.0%} ran on threads that started and ended inside a round, where the sampler "
+                  f"could not see it, counted as torch's: {share:.0%} in all" if unplaced else "")
         checks.fail("no_torch_compute", f"while timed, the candidate's threads ran in torch's own code for "
-                    f"{classes['torch'] / whole:.0%} of their CPU time{unseen}: {share:.0%} in all, {1e3 * torch_s:.3f} "
+                    f"{classes['torch'] / whole:.0%} of their CPU time{unseen}, {1e3 * torch_s:.3f} "
                     f"ms a call ({vs_eager:.0%} of eager's CPU time a call; at most {limit:.0%} of either allowed; "
                     f"samples in {where}): torch's kernels, reached without the dispatcher. Own build "
                     f"{classes['own'] / whole:.0%}, OpenMP runtime {classes['openmp'] / whole:.0%}, Sleef "

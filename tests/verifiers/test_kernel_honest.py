@@ -44,8 +44,8 @@ def test_honest_softmax_passes_every_check_but_speed_is_measured(name, backend, 
     # Its CPU time, sampled while timed, is its own (Sleef's vector math counted apart): a few
     # percent in torch's glue, where a kernel of torch's reached by address reads 50%.
     assert m["cpu_samples"]["intervals"] >= 50 and m["cpu_samples"]["torch"] < 0.05, m["cpu_samples"]
-    # The CPU time no sample covers counts as torch's; an honest candidate leaves 3-4% (its
-    # OpenMP pool's first start, each round's last partial interval).
-    assert m["cpu_samples"]["unplaced"] < 0.1, m["cpu_samples"]
+    # CPU time of threads that ended inside a round counts as torch's: an honest candidate's
+    # OpenMP team lives on, so there is none.
+    assert m["cpu_samples"]["unplaced"] < 0.01, m["cpu_samples"]
     if name == "softmax_atvec":
         assert m["cpu_samples"]["sleef"] > 0.1, m["cpu_samples"]

@@ -520,9 +520,10 @@ class Sampler:
 
     def report(self) -> dict:
         """{"samples": [[file, offset in the file's mapping or -1, intervals of CPU time]],
-        "problems": [...], "interval_us", "calls", "cpu_ms", "sampled_ms", "count"}; offsets only
-        for torch's files, the rest by file. cpu_ms: the process's CPU time inside the windows, or
-        its live threads' if that reads more."""
+        "problems": [...], "interval_us", "calls", "cpu_ms", "sampled_ms", "ended_ms", "count"};
+        offsets only for torch's files, the rest by file. ended_ms: what the process's CPU clock
+        counted inside the windows beyond the threads alive at their ends (each read just outside
+        the process's reads, so the live threads' sum is the larger one unless threads ended)."""
         c = self._ctypes
         cap = 1 << 17
         pcs, tids, weights = (c.c_ulonglong * cap)(), (c.c_int * cap)(), (c.c_int * cap)()
@@ -537,12 +538,14 @@ class Sampler:
             where = (name, pc - base[name]) if "/torch/" in name else (name, -1)
             counts[where] = counts.get(where, 0) + weights[i]
             per_thread[tids[i]] = per_thread.get(tids[i], 0) + weights[i]
-        cpu_ns = max(sum(v for v in self.cpu_ns.values() if v > 0), self.process_ns)
+        alive_ns = sum(v for v in self.cpu_ns.values() if v > 0)
+        ended_ns = max(0, self.process_ns - alive_ns)
+        cpu_ns = alive_ns + ended_ns
         sampled_ns = sum(per_thread.values()) * self.interval_ns
         return {"samples": [[f, off, k] for (f, off), k in sorted(counts.items())],
                 "problems": self._problems(n, cap, cpu_ns, sampled_ns, per_thread),
                 "interval_us": self.interval_ns // 1000, "calls": self.calls, "cpu_ms": round(cpu_ns / 1e6, 1),
-                "sampled_ms": round(sampled_ns / 1e6, 1), "count": n}
+                "sampled_ms": round(sampled_ns / 1e6, 1), "ended_ms": round(ended_ns / 1e6, 1), "count": n}
 
     def _problems(self, n: int, cap: int, cpu_ns: int, sampled_ns: int, per_thread: dict[int, int]) -> list[str]:
         if not self.started:
