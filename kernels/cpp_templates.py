@@ -95,9 +95,10 @@ def leaf_dims(chain: Chain, first: int) -> dict[int, int]:
 STREAM_ONLY_BYTES = 8 << 20
 
 # pf: how many floats ahead each input is asked for with a prefetch hint, 0 for none. On the Intel
-# Xeon (its 16 MB inputs served from a 480 MB L3) the activations' math held the loads back: the
-# hint 512 floats ahead took silu from 0.65-0.70 to 0.83-0.86 of a streaming copy and mish from
-# 0.68-0.75 to 0.87-0.89, same rounds (bench/RESULTS.md). Where it does not pay, the tuner keeps 0.
+# Xeon (480 MB of L3, which a 64 MB flush need not empty) the activations' math held the loads
+# back: the hint 512 floats ahead took silu from 0.65-0.70 to 0.83-0.86 of a streaming copy and
+# mish from 0.68-0.75 to 0.87-0.89, same rounds (bench/RESULTS.md). Where it does not pay, the
+# tuner keeps 0.
 ELEMENTWISE_SPACE = {"unroll": [2, 1, 4], "nt": [0, 1], "part": [0, 1, 2], "pf": [512, 0]}
 
 
