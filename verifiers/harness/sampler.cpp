@@ -12,7 +12,8 @@
 // Each thread of the process gets a timer on its own CPU clock whose signal goes to it, armed
 // when a round starts. A thread that blocks SIGPROF, or starts inside a round, goes unsampled,
 // so the harness also reads each thread's CPU time and calls a thread that ran without
-// samples a problem; a replaced handler or a disarmed timer shows in `assay_sampler_intact`,
+// samples a problem, and reads the process's CPU clock, which keeps the time of threads that
+// ended inside the round (no per-thread record is left of them); a replaced handler or a disarmed timer shows in `assay_sampler_intact`,
 // in the timers found stopped, and in too few samples for the CPU time used.
 //
 // Built with the op recorder by the verifier (never by the candidate); async-signal-safe: the
