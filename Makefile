@@ -29,6 +29,7 @@ $(PY):
 $(VENV)/.installed: pyproject.toml constraints.txt | $(PY)
 	$(PIP) install -q $(TORCH_PIN)
 	$(PIP) install -q -e .
+	./scripts/ensure-re2.sh $(PY)
 	touch $@
 
 install: $(VENV)/.installed

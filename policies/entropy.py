@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import re2
 
+from assay.policies import re2bulk
 from assay.policies.re2util import _UNANCHORED
 
 _ANCHOR_START = re2._Anchor.ANCHOR_START
@@ -169,22 +170,24 @@ def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
     return "high-entropy" if entropy(body) >= (_B64_AT[n] if n <= _TABLED else _threshold(_B64_P1, n)) else None
 
 
-def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None) -> list[Finding]:
+def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None, search=None) -> list[Finding]:
     """Every maximal run of the base64 alphabet (with up to two '=' after it) that
     `is_high_entropy` takes for a token.
 
     `covered`: sorted, disjoint spans already found by a detector that outranks this one
     (redaction.py merges overlapping findings and names them after the higher-ranked one).
     A token wholly inside one of them would change nothing there, so it is not checked.
+    `search`: `next(pos)` for _CANDIDATE over `data` (a re2bulk cursor), else a live search.
     """
     out: list[Finding] = []
-    search = _CANDIDATE._regexp.Match
+    if search is None:
+        search = re2bulk.live_cursor(_CANDIDATE, data)
     rest = _REST_OF_RUN._regexp.Match
     starts = [lo for lo, _ in covered] if covered else None
     n = len(data)
     pos = 0
     while pos < n:
-        s, e = search(_UNANCHORED, data, pos, n)[0]
+        s, e = search(pos)
         if s < 0:
             break
         pos = e

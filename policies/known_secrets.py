@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import re2
 
-from assay.policies.re2util import _UNANCHORED
+from assay.policies import re2bulk
 
 _ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
 
@@ -210,12 +210,13 @@ def forms(value: bytes) -> list[tuple[str, bytes]]:
 class KnownSecrets:
     """The registered values of one run and the single regex that finds them."""
 
-    __slots__ = ("_values", "_kinds", "_regex")
+    __slots__ = ("_values", "_kinds", "_regex", "_bulk")
 
     def __init__(self) -> None:
         self._values: list[bytes] = []
         self._kinds: list[str] = []
         self._regex = None
+        self._bulk = None
 
     def add(self, value: bytes, kind: str) -> bool:
         if len(value) < MIN_LENGTH or value in self._values:
@@ -246,21 +247,33 @@ class KnownSecrets:
                 [_compile(p) for p in whole],
                 [_compile(p) if p else None for p in pieces],
             )
+            self._bulk = None
         return self._regex
 
-    def find(self, data: bytes) -> list[Finding]:
+    def passes(self) -> list:
+        """The whole-text pass `find` makes, as (regex, its re2bulk twin), to run ahead. The
+        twin is compiled when first asked for (only long texts ask)."""
+        compiled = self._compiled()
+        if compiled is None:
+            return []
+        if self._bulk is None or self._bulk[0] is not compiled[0]:
+            self._bulk = (compiled[0], re2bulk.Bulk.of(compiled[0]))
+        return [self._bulk]
+
+    def find(self, data: bytes, prefetched: "re2bulk.Prefetched | None" = None) -> list[Finding]:
         """Every match of a registered value's forms. A fragment's match is one window of the
-        piece shown, followed out to the piece's ends, so a piece is one finding."""
+        piece shown, followed out to the piece's ends, so a piece is one finding.
+        `prefetched`: this text's whole-text passes, run ahead (re2bulk)."""
         compiled = self._compiled()
         if compiled is None:
             return []
         combined, whole, pieces = compiled
-        search = combined._regexp.Match
+        search = prefetched.cursor(combined) if prefetched is not None else re2bulk.live_cursor(combined, data)
         n = len(data)
         out = []
         pos = 0
         while pos <= n:
-            s, e = search(_UNANCHORED, data, pos, n)[0]
+            s, e = search(pos)
             if s == -1:
                 break
             pos = e if e > s else e + 1

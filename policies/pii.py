@@ -165,10 +165,15 @@ def _kind_of(data: bytes, s: int, e: int) -> str | None:
     return None
 
 
-def find_pii(data: bytes) -> list[Finding]:
+def find_pii(data: bytes, matches: list[int] | None = None) -> list[Finding]:
+    """`matches`: _PATTERN's matches in `data` as a flat list s0, e0, s1, ... when they were
+    found ahead (re2bulk), else they are searched here."""
     out: list[Finding] = []
-    for spans in match_spans(_PATTERN, data):
-        s, e = spans[0]
+    if matches is None:
+        pairs = (spans[0] for spans in match_spans(_PATTERN, data))
+    else:
+        pairs = zip(matches[0::2], matches[1::2])
+    for s, e in pairs:
         kind = _kind_of(data, s, e)
         if kind and _CHECKS[kind](data[s:e]):
             out.append(Finding(s, e, kind))

@@ -33,6 +33,7 @@ import re2
 from assay.errors import UserError
 from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
+from assay.policies import re2bulk
 from assay.policies.known_secrets import MIN_LENGTH, KnownSecrets
 from assay.policies.re2util import match_spans
 from assay.policies.secret_rules import RuleSet, load_rules
@@ -200,18 +201,21 @@ class Redactor:
             for s, e in protected:
                 masked[s:e] = b" " * (e - s)
             scan = bytes(masked)
+        ahead = self._ahead(scan)
         raw: list[tuple[int, int, int, str, str]] = []
-        for f in self._known.find(scan):
-            raw.append((f.start, f.end, _PRIORITY["known"], "SECRET", f.kind))
-        for f in self._rules.scan(scan):
+        for f in self._rules.scan(scan, ahead):
             raw.append((f.start, f.end, _PRIORITY["rule"], "SECRET", f.kind))
+        for f in self._known.find(scan, ahead):
+            raw.append((f.start, f.end, _PRIORITY["known"], "SECRET", f.kind))
         if self._entropy:
             # A token inside a span the detectors above found merges into it and takes its
             # name, so the entropy detector need not judge it.
-            for f in _entropy.find_high_entropy(scan, _union([(s, e) for s, e, *_ in raw])):
+            search = ahead.cursor(_entropy._CANDIDATE) if ahead is not None else None
+            for f in _entropy.find_high_entropy(scan, _union([(s, e) for s, e, *_ in raw]), search):
                 raw.append((f.start, f.end, _PRIORITY["entropy"], "SECRET", f.kind))
         if self._pii:
-            for f in _pii.find_pii(scan):
+            matches = ahead.spans(_pii._PATTERN) if ahead is not None else None
+            for f in _pii.find_pii(scan, matches):
                 raw.append((f.start, f.end, _PRIORITY["pii"], "PII", f.kind))
         if not raw:
             return []
@@ -228,6 +232,18 @@ class Redactor:
             else:
                 merged.append([s, e, cat, kind, prio])
         return [(s, e, cat, kind) for s, e, cat, kind, _ in merged]
+
+    def _ahead(self, scan: bytes) -> "re2bulk.Prefetched | None":
+        """The detectors' whole-text passes, started on a second core while the rules run on
+        this one (re2bulk); generic-api-key's core first, since the rules reach it soonest."""
+        if len(scan) < re2bulk.MIN_BYTES:
+            return None
+        passes = self._rules.passes() + self._known.passes()
+        if self._entropy:
+            passes.append((_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)))
+        if self._pii:
+            passes.append((_pii._PATTERN, re2bulk.shared(_pii._PATTERN)))
+        return re2bulk.prefetch(scan, passes)
 
     def find(self, text: str) -> list[Span]:
         """What one redaction pass would replace, as character offsets into `text`."""

@@ -114,7 +114,7 @@ def test_skipping_covered_entropy_tokens_leaves_the_findings_unchanged(text):
     fast = redactor._find(data)
     plain = _entropy.find_high_entropy
     try:
-        _entropy.find_high_entropy = lambda d, covered=None: plain(d)
+        _entropy.find_high_entropy = lambda d, covered=None, search=None: plain(d)
         slow = redactor._find(data)
     finally:
         _entropy.find_high_entropy = plain

@@ -1,0 +1,256 @@
+"""Whole-text RE2 passes run on a second core, beside the rules.
+
+The redaction detectors make a few passes over the whole text (registered values, personal
+data, entropy candidates, generic-api-key's core), one google-re2 call per match. Each call
+hands the GIL back and forth, so on a thread those passes only contend with the rules. Here
+each pass is one call into the system's RE2 (re2bulk.cpp, loaded with ctypes, which drops the
+GIL for the call) that returns every match, on a worker thread while the calling thread runs
+the rules. The detectors then read the matches through a `Cursor`, which answers exactly what
+a live search would, and searches live where the precomputed list cannot tell.
+
+The library is built with g++ against Debian's libre2-dev (the Makefile installs it) into
+assay's cache once per machine. Without it, `prefetch` returns None and every detector runs
+its live searches on the calling thread, as before: same findings, slower.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import subprocess
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import re2
+
+from assay.policies.re2util import _UNANCHORED
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("re2bulk.cpp")
+FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-w")
+# Below this a thread handoff costs more than the passes it would move.
+MIN_BYTES = 64 << 10
+_CHUNK = 4096  # matches per call; a text with more takes more calls
+# Set to "0" to keep every pass on the calling thread (the tests compare both ways).
+ENV = "ASSAY_REDACTION_BULK"
+
+_why_not: list[str] = []
+
+
+def _cache_dir() -> Path:
+    # The user's cache, not ASSAY_HOME: the build depends on the machine, not on the run's
+    # state, and every process of every home shares it (the Makefile builds it there).
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "assay" / "re2bulk"
+
+
+def build(target_dir: Path | None = None) -> Path:
+    """Compile re2bulk.cpp (once per source and flags) and return the library's path."""
+    source = SOURCE.read_bytes()
+    digest = hashlib.sha256(source + " ".join(FLAGS).encode()).hexdigest()[:16]
+    out_dir = target_dir or _cache_dir()
+    lib = out_dir / f"re2bulk-{digest}.so"
+    if lib.exists():
+        return lib
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / f".{lib.name}.{os.getpid()}.{threading.get_ident()}"
+    cmd = ["g++", *FLAGS, "-o", str(tmp), str(SOURCE), "-lre2"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"cannot run g++ ({exc})") from None
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        first = (done.stderr.strip().splitlines() or ["no output"])[0]
+        raise RuntimeError(f"g++ failed: {first} (is libre2-dev installed? `make install` installs it)")
+    os.replace(tmp, lib)  # atomic: a concurrent build leaves one complete file
+    return lib
+
+
+@lru_cache(maxsize=1)
+def library():
+    """The loaded library, or None (and `unavailable()` says why)."""
+    if os.environ.get(ENV) == "0":
+        _why_not.append(f"{ENV}=0")
+        return None
+    try:
+        lib = ctypes.CDLL(str(build()))
+    except (OSError, RuntimeError) as exc:
+        _why_not.append(str(exc))
+        log.warning("redaction runs its whole-text passes on one thread: %s", exc)
+        return None
+    lib.bulk_compile.restype = ctypes.c_void_p
+    lib.bulk_compile.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.c_int]
+    lib.bulk_free.restype = None
+    lib.bulk_free.argtypes = [ctypes.c_void_p]
+    lib.bulk_spans.restype = ctypes.c_int64
+    lib.bulk_spans.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+    return lib
+
+
+def unavailable() -> str | None:
+    """Why the bulk passes are off, or None when they are on."""
+    return None if library() is not None else (_why_not[-1] if _why_not else "unknown")
+
+
+# google-re2 options the system RE2 is given as well; a regex with any other option changed
+# from its default keeps to live searches.
+_DEFAULTS = re2.Options()
+_COPIED = {"encoding", "max_mem", "case_sensitive", "never_capture", "log_errors"}
+_OTHERS = [name for name in re2.Options.NAMES if name not in _COPIED]
+
+
+class Bulk:
+    """One google-re2 regex compiled again, with the same options, into the system RE2."""
+
+    __slots__ = ("_handle", "_lib")
+
+    def __init__(self, lib, handle: int):
+        self._lib, self._handle = lib, handle
+
+    @classmethod
+    def of(cls, regex) -> "Bulk | None":
+        lib = library()
+        if lib is None or not isinstance(regex.pattern, bytes):
+            return None
+        opts = regex.options
+        if any(getattr(opts, name) != getattr(_DEFAULTS, name) for name in _OTHERS):
+            return None
+        latin1 = int(opts.encoding == re2.Options.Encoding.LATIN1)
+        handle = lib.bulk_compile(regex.pattern, len(regex.pattern), latin1, opts.max_mem, int(opts.case_sensitive))
+        return cls(lib, handle) if handle else None
+
+    def spans(self, data: bytes) -> list[int]:
+        """Every match in `data` as a flat list s0, e0, s1, e1, ...: what `match_spans`
+        yields from position 0, group 0 only."""
+        out: list[int] = []
+        buf = np.empty(2 * _CHUNK, np.int64)
+        n = len(data)
+        pos = 0
+        while True:
+            found = self._lib.bulk_spans(self._handle, data, n, pos, n, buf.ctypes.data, _CHUNK)
+            out += buf[: 2 * found].tolist()
+            if found < _CHUNK:
+                return out
+            s, e = out[-2], out[-1]
+            pos = e if e > s else e + 1
+
+    def __del__(self):
+        if self._handle:
+            self._lib.bulk_free(self._handle)
+            self._handle = 0
+
+
+@lru_cache(maxsize=16)
+def shared(regex) -> Bulk | None:
+    """The Bulk twin of a module-level regex (they live for the process; google-re2's
+    regexes hash by identity). A run's own regexes (registered values) keep theirs."""
+    return Bulk.of(regex)
+
+
+class Cursor:
+    """The matches of `regex` in `data` from a precomputed list (`spans`, flat), in the
+    order a live search loop asks for them.
+
+    `next(pos)` answers what `regex` searched from `pos` to the end would: the list holds the
+    leftmost non-overlapping matches from 0, each next one searched from where the previous
+    ended, so no match starts between one's end and the next's start. For `pos` between the
+    two, the next listed match is the leftmost from `pos` too (the match RE2 picks at a start
+    does not depend on where the search began: the whole text is the context either way).
+    A `pos` inside a listed match (a caller that jumped back or into one) gets a live search.
+    `pos` must not decrease between calls.
+    """
+
+    __slots__ = ("_regex", "_data", "_spans", "_i", "lives")
+
+    def __init__(self, regex, data: bytes, spans: list[int]):
+        self._regex, self._data, self._spans = regex, data, spans
+        self._i = 0  # the first listed match not yet passed
+        self.lives = 0  # live searches made (for the tests)
+
+    def next(self, pos: int) -> tuple[int, int]:
+        spans, i = self._spans, self._i
+        n = len(spans)
+        while i < n and spans[i] < pos:
+            i += 2
+        self._i = i
+        if i == 0:
+            after = 0
+        else:
+            s, e = spans[i - 2], spans[i - 1]
+            after = e if e > s else e + 1  # where the search for match i began
+        if pos >= after:
+            return (spans[i], spans[i + 1]) if i < n else (-1, -1)
+        self.lives += 1
+        return self._regex._regexp.Match(_UNANCHORED, self._data, pos, len(self._data))[0]
+
+
+def live_cursor(regex, data: bytes):
+    """`next(pos)` by live search: the same answers as a Cursor, on the calling thread."""
+    search = regex._regexp.Match
+    n = len(data)
+    return lambda pos: search(_UNANCHORED, data, pos, n)[0]
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _worker() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-re2bulk")
+        return _executor
+
+
+class Prefetched:
+    """The whole-text passes of one text, running (in the order given) on the worker."""
+
+    __slots__ = ("data", "_futures")
+
+    def __init__(self, data: bytes, futures: dict[int, Future]):
+        self.data, self._futures = data, futures
+
+    def has(self, regex) -> bool:
+        return id(regex) in self._futures
+
+    def spans(self, regex) -> list[int] | None:
+        """The flat match list of `regex`, waiting for it; None if it was not prefetched."""
+        future = self._futures.get(id(regex))
+        return None if future is None else future.result()
+
+    def cursor(self, regex):
+        """`next(pos)` for `regex` over this text: from its matches, or live."""
+        spans = self.spans(regex)
+        if spans is None:
+            return live_cursor(regex, self.data)
+        return Cursor(regex, self.data, spans).next
+
+
+def prefetch(data: bytes, passes: list[tuple[object, Bulk | None]]) -> Prefetched | None:
+    """Start the (regex, its Bulk twin) passes over `data` on the worker thread, in order, or
+    None when the text is too short to gain from it or no twin is there."""
+    if len(data) < MIN_BYTES or library() is None:
+        return None
+    live = [(regex, bulk) for regex, bulk in passes if bulk is not None]
+    if not live:
+        return None
+    worker = _worker()
+    return Prefetched(data, {id(regex): worker.submit(bulk.spans, data) for regex, bulk in live})
+
+
+if __name__ == "__main__":  # `make install`: build once, so no gateway pays for it
+    import sys
+
+    try:
+        print(build())
+    except RuntimeError as exc:
+        print(f"re2bulk: {exc}", file=sys.stderr)
+        sys.exit(1)

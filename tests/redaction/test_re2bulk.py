@@ -1,0 +1,248 @@
+"""The whole-text passes run ahead on a second core (re2bulk) change no finding.
+
+The system's RE2 must list the same matches as google-re2's searches; a cursor over that list
+must answer what a live search from any position would; and a redactor with the passes run
+ahead must find, and write, exactly what one without them does, on the dense benchmark corpus
+and on generated text long enough to take that path, also from several threads at once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import string
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assay.policies import entropy as _entropy
+from assay.policies import pii as _pii
+from assay.policies import re2bulk, re2util
+from assay.policies.redaction import Redactor, default_rules
+
+_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _library(need):
+    need(re2bulk.library() is not None, f"re2bulk is not built ({re2bulk.unavailable()}): `make install` installs libre2-dev and builds it")
+
+
+def _corpus():
+    spec = importlib.util.spec_from_file_location("assay_bench_redaction_corpus", ROOT / "bench" / "redaction_corpus.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(mod)
+        return mod.generate()
+    finally:
+        del sys.modules[spec.name]
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return _corpus()
+
+
+def _redactor(known=()) -> Redactor:
+    redactor = Redactor(default_rules())
+    for value in known:
+        redactor.add_secret(value, "known")
+    return redactor
+
+
+def _passes(redactor: Redactor) -> list:
+    return [
+        *redactor.rules.passes(),
+        *redactor._known.passes(),
+        (_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)),
+        (_pii._PATTERN, re2bulk.shared(_pii._PATTERN)),
+    ]
+
+
+def _live(regex, data: bytes) -> list[int]:
+    return [x for spans in re2util.match_spans(regex, data) for x in spans[0]]
+
+
+_WORDS = ["api_key = ", "token: ", "AKIA", "ghp_", "-----BEGIN RSA PRIVATE KEY-----\n", "@example.com", "4111 1111 1111 1111", "192.0.2.7", "::1", "sha256:", "\u00e9"]
+
+
+def _texts(words: list[str]):
+    return st.lists(
+        st.one_of(
+            st.text(alphabet=string.ascii_letters + string.digits + " _-./:=@+%\n\t\"'[]{}", max_size=40),
+            st.sampled_from(words),
+            st.text(alphabet=string.ascii_letters + string.digits + "+/=", min_size=16, max_size=60),
+        ),
+        max_size=12,
+    ).map("".join)
+
+
+# The Kelvin sign sends every rule over the whole text (secret_rules.scan): right, but slow on
+# the long texts below, so only the short ones carry it.
+_pieces = _texts(_WORDS + ["\u212a"])
+_long_pieces = _texts(_WORDS)
+
+
+# -- the system's RE2 lists google-re2's matches ---------------------------------------------
+
+
+def test_every_pass_lists_the_same_matches_on_the_dense_corpus(corpus):
+    redactor = _redactor(corpus.known_values)
+    data = corpus.text.encode()
+    passes = _passes(redactor)
+    assert all(bulk is not None for _, bulk in passes), "a pass has no system-RE2 twin"
+    for regex, bulk in passes:
+        assert bulk.spans(data) == _live(regex, data), regex.pattern[:60]
+
+
+@_SETTINGS
+@given(text=_pieces, junk=st.binary(max_size=40))
+def test_every_pass_lists_the_same_matches_on_generated_bytes(text, junk):
+    data = text.encode("utf-8", "surrogatepass") + junk + text.encode()  # invalid UTF-8 too
+    redactor = _redactor(["hunter2-canary-value", "sk-9f8e7d6c5b4a"])
+    for regex, bulk in _passes(redactor):
+        assert bulk.spans(data) == _live(regex, data)
+
+
+def test_more_matches_than_one_call_returns():
+    data = b"a1B2c3D4e5F6g7H8i9J0k " * (3 * re2bulk._CHUNK)
+    bulk = re2bulk.shared(_entropy._CANDIDATE)
+    assert len(bulk.spans(data)) == 2 * 3 * re2bulk._CHUNK
+    assert bulk.spans(data) == _live(_entropy._CANDIDATE, data)
+
+
+# -- a cursor answers what a live search would -----------------------------------------------
+
+
+@_SETTINGS
+@given(text=_pieces, steps=st.lists(st.integers(min_value=0, max_value=30), max_size=40))
+def test_a_cursor_answers_as_a_live_search_from_any_position(text, steps):
+    data = (text * 3).encode("utf-8", "surrogatepass")
+    regex = _entropy._CANDIDATE
+    cursor = re2bulk.Cursor(regex, data, re2bulk.shared(regex).spans(data))
+    live = re2bulk.live_cursor(regex, data)
+    pos = 0
+    for step in steps:  # callers jump ahead, into matches or past them
+        pos = min(pos + step, len(data))
+        assert cursor.next(pos) == live(pos)
+
+
+def test_a_cursor_searches_live_only_inside_a_listed_match():
+    data = b"x aB3dE5gH7jK9mN1pQ3sT5 y cD4fG6hJ8kL0nP2rS4uV6 z"
+    regex = _entropy._CANDIDATE
+    spans = re2bulk.shared(regex).spans(data)
+    cursor = re2bulk.Cursor(regex, data, spans)
+    assert cursor.next(0) == (spans[0], spans[1]) and cursor.lives == 0
+    assert cursor.next(spans[1]) == (spans[2], spans[3]) and cursor.lives == 0
+    inside = spans[2] + 5
+    assert cursor.next(inside) == re2bulk.live_cursor(regex, data)(inside)
+    assert cursor.lives == 1
+
+
+# -- redaction with the passes ahead is redaction without them -------------------------------
+
+
+def _without_bulk(monkeypatch):
+    monkeypatch.setattr(re2bulk, "prefetch", lambda data, passes: None)
+
+
+def test_the_dense_corpus_is_redacted_the_same_with_and_without(corpus, monkeypatch):
+    data = corpus.text.encode()
+    redactor = _redactor(corpus.known_values)
+    assert redactor._ahead(data) is not None
+    found, out = redactor._find(data), redactor.redact(corpus.text)
+    with monkeypatch.context() as m:
+        _without_bulk(m)
+        plain = _redactor(corpus.known_values)
+        assert plain._ahead(data) is None
+        assert plain._find(data) == found
+        assert plain.redact(corpus.text) == out
+    assert len(found) > 500
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(_long_pieces, min_size=1, max_size=20), seed=st.integers(0, 2**32 - 1))
+def test_long_generated_texts_are_redacted_the_same_with_and_without(parts, seed):
+    rng = random.Random(seed)
+    chunks, size = [], 0
+    while size < re2bulk.MIN_BYTES:
+        chunks.append(rng.choice(parts) + rng.choice(["\n", " ", "; ", ""]))
+        size += len(chunks[-1])
+    text = "".join(chunks)
+    bulk = _redactor(["hunter2-canary-value"])
+    assert bulk._ahead(text.encode("utf-8", "surrogatepass")) is not None
+    with_bulk = bulk.redact(text)
+    original = re2bulk.prefetch
+    re2bulk.prefetch = lambda data, passes: None
+    try:
+        without = _redactor(["hunter2-canary-value"]).redact(text)
+    finally:
+        re2bulk.prefetch = original
+    assert with_bulk == without
+
+
+def test_generic_api_key_groups_come_from_its_core_matches(corpus):
+    # The one rule whose groups come from an anchored search over each precomputed core match.
+    rules = default_rules()
+    data = corpus.text.encode()
+    ahead = re2bulk.prefetch(data, rules.passes())
+    generic = [f for f in rules.scan(data, ahead) if f.kind.startswith("generic")]
+    assert len(generic) > 100
+    assert generic == [f for f in rules.scan(data) if f.kind.startswith("generic")]
+
+
+def test_threads_redacting_at_once_agree(corpus):
+    text = corpus.text[:300_000]
+    expected = _redactor(corpus.known_values).redact(text)
+    results: list[str] = []
+
+    def run():
+        results.append(_redactor(corpus.known_values).redact(text))
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 3
+
+
+def test_short_texts_never_load_the_library(tmp_path):
+    # A gateway's usual result is a few KB: it must not pay for a build or a thread handoff.
+    code = (
+        "from assay.policies.redaction import Redactor\n"
+        "from assay.policies import re2bulk\n"
+        "r = Redactor(); r.add_secret('hunter2-canary-value')\n"
+        "assert '[[' in r.redact('pw hunter2-canary-value api_key = a1B2c3D4e5F6g7H8i9J0 x@example.com')\n"
+        "print(re2bulk.library.cache_info().currsize)\n"
+    )
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0"
+    assert not (tmp_path / "assay").exists()
+
+
+def test_switched_off_it_says_why_and_redaction_still_works(corpus):
+    code = (
+        "import sys\n"
+        "from assay.policies.redaction import Redactor\n"
+        "from assay.policies import re2bulk\n"
+        "text = sys.stdin.read()\n"
+        "out = Redactor().redact(text)\n"
+        "print(re2bulk.unavailable()); print(out.count('[[SECRET:'))\n"
+    )
+    text = corpus.text[:200_000]
+    env = {**os.environ, re2bulk.ENV: "0"}
+    out = subprocess.run([sys.executable, "-P", "-c", code], input=text, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    why, count = out.stdout.split("\n")[:2]
+    assert why == f"{re2bulk.ENV}=0"
+    assert int(count) == Redactor().redact(text).count("[[SECRET:")
