@@ -74,6 +74,9 @@ def _byte_alternatives(b: int) -> list[bytes]:
 # may follow a backslash. An escape may be escaped again, as in JSON inside a JSON string
 # (\\\"), so an escape's backslash is any run of them.
 _CONTROL_ESCAPES = {"\b": b"b", "\f": b"f", "\n": b"n", "\r": b"r", "\t": b"t"}
+# re.escape and the shell also put a backslash before whitespace ("\\ ", a backslash then a
+# line end): a key file escaped so shows every line end that way.
+_ESCAPED_SPACE = frozenset(" \t\n\r\v\f")
 _HTML_NAMED = {"&": b"&amp;", "<": b"&lt;", ">": b"&gt;", '"': b"&quot;", "'": b"&apos;"}
 
 
@@ -104,7 +107,7 @@ def _escapes(char: str) -> list[bytes]:
         alts.append(rb"\\+x" + _hex_number(code, 2))
     if code > 0xFFFF:
         alts.append(rb"\\+U" + _hex_number(code, 8))
-    if char.isascii() and 0x21 <= code < 0x7F:
+    if char.isascii() and (0x21 <= code < 0x7F or char in _ESCAPED_SPACE):
         alts.append(rb"\\+" + _literal(code))
     if char in _CONTROL_ESCAPES:
         alts.append(rb"\\+" + _CONTROL_ESCAPES[char])

@@ -94,7 +94,7 @@ def test_registered_canary_never_survives_any_encoding(redactor, canary, kind):
 ESCAPED = ("json", "json-utf8", "json-go", "json-php", "json-in-json", "html", "html-numeric", "bytes-repr", "ascii", "git-quoted", "re-escape")
 
 
-@pytest.mark.parametrize("kind", ["escapable", "password", "jwt"])
+@pytest.mark.parametrize("kind", ["escapable", "password", "jwt", "pem"])
 def test_escaped_forms_leave_nothing_of_the_value(redactor, canary, kind):
     """Escaped by JSON (Go's, PHP's, nested), HTML or repr, the whole value becomes the
     placeholder: what is left around it holds no letter or digit but the format's own."""
