@@ -198,16 +198,18 @@ def live_cursor(regex, data: bytes):
     return lambda pos: search(_UNANCHORED, data, pos, n)[0]
 
 
-_executor: ThreadPoolExecutor | None = None
+_executor: tuple[int, ThreadPoolExecutor] | None = None
 _executor_lock = threading.Lock()
 
 
 def _worker() -> ThreadPoolExecutor:
     global _executor
     with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-re2bulk")
-        return _executor
+        # A forked child inherits the pool but not its thread: work handed to it would wait
+        # forever. Each process gets its own.
+        if _executor is None or _executor[0] != os.getpid():
+            _executor = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="assay-re2bulk"))
+        return _executor[1]
 
 
 class Prefetched:
@@ -222,9 +224,18 @@ class Prefetched:
         return id(regex) in self._futures
 
     def spans(self, regex) -> list[int] | None:
-        """The flat match list of `regex`, waiting for it; None if it was not prefetched."""
+        """The flat match list of `regex`, waiting for it; None if it was not prefetched, or
+        if the pass failed (out of memory, say): the detector then searches live, since a
+        way of going faster must never be a way of redacting less."""
         future = self._futures.get(id(regex))
-        return None if future is None else future.result()
+        if future is None:
+            return None
+        try:
+            return future.result()
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to the live search
+            log.warning("a whole-text pass failed on the re2bulk thread (%s); searching live", type(exc).__name__)
+            self._futures.pop(id(regex), None)
+            return None
 
     def cursor(self, regex):
         """`next(pos)` for `regex` over this text: from its matches, or live."""

@@ -246,3 +246,39 @@ def test_switched_off_it_says_why_and_redaction_still_works(corpus):
     why, count = out.stdout.split("\n")[:2]
     assert why == f"{re2bulk.ENV}=0"
     assert int(count) == Redactor().redact(text).count("[[SECRET:")
+
+
+def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
+    # A way of going faster must never be a way of redacting less.
+    text = corpus.text[:200_000]
+    expected = _redactor(corpus.known_values).redact(text)
+
+    def broken(self, data):
+        raise MemoryError("no room for the match list")
+
+    monkeypatch.setattr(re2bulk.Bulk, "spans", broken)
+    redactor = _redactor(corpus.known_values)
+    assert redactor._ahead(text.encode()) is not None
+    assert redactor.redact(text) == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_its_own_worker(corpus):
+    # The child inherits the pool but not its thread: handing work to it would wait forever.
+    text = corpus.text[:200_000]
+    expected = _redactor(corpus.known_values).redact(text)  # the parent's worker is started
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            ok = _redactor(corpus.known_values).redact(text) == expected
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    import select
+
+    ready, _, _ = select.select([read], [], [], 60)
+    os.waitpid(pid, 0) if ready else os.kill(pid, 9)
+    assert ready, "the forked child's redaction hung"
+    assert os.read(read, 1) == b"1"
