@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     limits: Limits = Field(default_factory=Limits)
     # Build the verifier's caches beside the agent, at the lowest CPU priority (off: 0/false).
     verifier_warm: bool = True
+    # Run redaction's whole-text passes on a second thread for long texts (policies/re2bulk.py;
+    # off: 0/false, every pass on the calling thread, same findings).
+    redaction_bulk: bool = True
 
     @property
     def resolved_ledger_url(self) -> str:

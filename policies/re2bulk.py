@@ -37,7 +37,7 @@ FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-w")
 # Below this a thread handoff costs more than the passes it would move.
 MIN_BYTES = 64 << 10
 _CHUNK = 4096  # matches per call; a text with more takes more calls
-# Set to "0" to keep every pass on the calling thread (the tests compare both ways).
+# assay.settings' switch: off keeps every pass on the calling thread.
 ENV = "ASSAY_REDACTION_BULK"
 
 _why_not: list[str] = []
@@ -76,8 +76,10 @@ def build(target_dir: Path | None = None) -> Path:
 @lru_cache(maxsize=1)
 def library():
     """The loaded library, or None (and `unavailable()` says why)."""
-    if os.environ.get(ENV) == "0":
-        _why_not.append(f"{ENV}=0")
+    from assay.settings import settings
+
+    if not settings().redaction_bulk:
+        _why_not.append(f"switched off ({ENV})")
         return None
     try:
         lib = ctypes.CDLL(str(build()))
