@@ -259,7 +259,7 @@ class KnownSecrets:
         compiled = self._compiled()
         if compiled is None:
             return []
-        if self._bulk is None or self._bulk[0] is not compiled[0]:
+        if self._bulk is None:  # `_compiled` clears it whenever it compiles anew
             self._bulk = (compiled[0], re2bulk.Bulk.of(compiled[0]))
         return [self._bulk]
 

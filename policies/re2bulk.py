@@ -50,11 +50,11 @@ def _cache_dir() -> Path:
     return Path(base) / "assay" / "re2bulk"
 
 
-def build(target_dir: Path | None = None) -> Path:
+def build() -> Path:
     """Compile re2bulk.cpp (once per source and flags) and return the library's path."""
     source = SOURCE.read_bytes()
     digest = hashlib.sha256(source + " ".join(FLAGS).encode()).hexdigest()[:16]
-    out_dir = target_dir or _cache_dir()
+    out_dir = _cache_dir()
     lib = out_dir / f"re2bulk-{digest}.so"
     if lib.exists():
         return lib
@@ -221,9 +221,6 @@ class Prefetched:
 
     def __init__(self, data: bytes, futures: dict[int, Future]):
         self.data, self._futures = data, futures
-
-    def has(self, regex) -> bool:
-        return id(regex) in self._futures
 
     def spans(self, regex) -> list[int] | None:
         """The flat match list of `regex`, waiting for it; None if it was not prefetched, or

@@ -460,7 +460,7 @@ class RuleSet:
         picks at a start is its most preferred parse there, so it is also the most preferred
         of those ending where that one does."""
         search = rule.groups._regexp.Match
-        found = prefetched.cursor(rule.core) if prefetched is not None and prefetched.has(rule.core) else None
+        found = prefetched.cursor(rule.core) if prefetched is not None else None
         before, chars = rule.core_before, rule.prefix_bytes
         n = len(data)
         matches = []
