@@ -1,12 +1,19 @@
-"""Whole-text RE2 passes run on a second core, beside the rules.
+"""The redaction detectors' searches of long texts, in native code and on a second core.
 
-The redaction detectors make a few passes over the whole text (registered values, personal
-data, entropy candidates, generic-api-key's core), one google-re2 call per match. Each call
-hands the GIL back and forth, so on a thread those passes only contend with the rules. Here
-each pass is one call into the system's RE2 (re2bulk.cpp, loaded with ctypes, which drops the
-GIL for the call) that returns every match, on a worker thread while the calling thread runs
-the rules. The detectors then read the matches through a `Cursor`, which answers exactly what
-a live search would, and searches live where the precomputed list cannot tell.
+Two kinds of work leave Python here, each one call into the system's RE2 (re2bulk.cpp,
+loaded with ctypes, which drops the GIL for the call):
+- `Located`: the rules' literal search and each located rule's searches around the hits
+  (secret_rules.RuleSet._locate, _scan_regions, _scan_from), on the calling thread. A dense
+  text has thousands of literal hits and regions; in Python each was a step and a call.
+- The whole-text passes (registered values, personal data, entropy candidates, and
+  generic-api-key walked whole through its core: `CoreWalk`): each returns every match, on a
+  worker thread while the calling thread runs the rules. In Python each match was a
+  google-re2 call, and each call hands the GIL back and forth, so on a thread those passes
+  only contended with the rules. The detectors read a pass's matches through a `Cursor`,
+  which answers exactly what a live search would, and searches live where the precomputed
+  list cannot tell.
+Only texts of MIN_BYTES and more take these paths: a gateway's usual result never loads the
+library.
 
 The library is built with g++ against Debian's libre2-dev (the Makefile installs it) into
 assay's cache once per machine. Without it, `prefetch` returns None and every detector runs
@@ -34,7 +41,8 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("re2bulk.cpp")
 FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-w")
-# Below this a thread handoff costs more than the passes it would move.
+# Below this a thread handoff costs more than the passes it would move, and loading (or
+# building) the library is not worth it.
 MIN_BYTES = 64 << 10
 _CHUNK = 4096  # matches per call; a text with more takes more calls
 # assay.settings' switch: off keeps every pass on the calling thread.
@@ -93,7 +101,34 @@ def library():
     lib.bulk_free.argtypes = [ctypes.c_void_p]
     lib.bulk_spans.restype = ctypes.c_int64
     lib.bulk_spans.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.located_new.restype = ptr
+    lib.located_new.argtypes = [i64, i64]
+    lib.located_free.restype = None
+    lib.located_free.argtypes = [ptr]
+    lib.located_literal.restype = i64
+    lib.located_literal.argtypes = [ptr, ctypes.c_char_p, i64]
+    lib.located_tables.restype = None
+    lib.located_tables.argtypes = [ptr, i64, ptr, i64, ptr, i64, ptr, i64]
+    lib.located_rule.restype = ctypes.c_int
+    lib.located_rule.argtypes = [ptr, i64, ctypes.c_char_p, i64, ctypes.c_int, ptr, i64]
+    lib.located_scan.restype = ctypes.POINTER(i64)
+    lib.located_scan.argtypes = [ptr, ctypes.c_char_p, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
+    lib.walk_core.restype = ctypes.POINTER(i64)
+    lib.walk_core.argtypes = [ptr, ptr, ctypes.c_char_p, i64, i64, ctypes.c_char_p, ctypes.POINTER(i64)]
+    lib.bulk_release.restype = None
+    lib.bulk_release.argtypes = [ctypes.POINTER(i64)]
     return lib
+
+
+def _taken(lib, out, size: "ctypes.c_int64") -> list[int] | None:
+    """The int64 array a call returned, as a list, the array freed; None for NULL."""
+    if not out:
+        return None
+    try:
+        return np.ctypeslib.as_array(out, shape=(max(size.value, 1),))[: size.value].tolist()
+    finally:
+        lib.bulk_release(out)
 
 
 def unavailable() -> str | None:
@@ -147,6 +182,90 @@ class Bulk:
         if self._handle:
             self._lib.bulk_free(self._handle)
             self._handle = 0
+
+
+def _ints(values) -> np.ndarray:
+    return np.ascontiguousarray(values if len(values) else [0], dtype=np.int64)
+
+
+class Located:
+    """A RuleSet's literal search and located rules' searches, built into the library
+    (re2bulk.cpp's located_*): the steps of RuleSet._locate and _scan_regions / _scan_from
+    in one call that holds no GIL, for a dense text has thousands of literal hits."""
+
+    __slots__ = ("_handle", "_lib", "literals")
+
+    def __init__(self, lib, handle: int, literals: list[bytes]):
+        self._lib, self._handle, self.literals = lib, handle, literals
+
+    @classmethod
+    def of(cls, literals: list[bytes], tables: list[tuple[list, list, list]], rules: list[tuple[int, bytes, bool, list]], n_rules: int, max_mem: int) -> "Located | None":
+        """`tables`: per literal, in id order, its entries (six ints each, None as -1), the ids
+        of the literals it starts with and the rules it alone locates. `rules`: (index,
+        pattern, open ended, gate literal ids) per located rule. None when any rule's regex
+        does not compile in the system RE2: then every located rule is searched live."""
+        lib = library()
+        if lib is None:
+            return None
+        handle = lib.located_new(max_mem, n_rules)
+        made = cls(lib, handle, literals)  # frees the handle if a rule fails below
+        for lit in literals:
+            lib.located_literal(handle, lit, len(lit))
+        for i, (entries, prefixes, located_by) in enumerate(tables):
+            flat = _ints([-1 if v is None else v for entry in entries for v in entry])
+            pre, by = _ints(prefixes), _ints(located_by)
+            lib.located_tables(handle, i, flat.ctypes.data, len(entries), pre.ctypes.data, len(prefixes), by.ctypes.data, len(located_by))
+        for index, pattern, open_ended, gate in rules:
+            ids = _ints(gate)
+            if not lib.located_rule(handle, index, pattern, len(pattern), int(open_ended), ids.ctypes.data, len(gate)):
+                _why_not.append(f"the system RE2 cannot compile rule {index}'s regex")
+                return None
+        return made
+
+    def scan(self, data: bytes, lowered: bytes) -> tuple[list[int], list[int], list[int]] | None:
+        """(ids of the literals present, crowded rules, flat (rule, match start, match end,
+        secret start, secret end) records in rule order), or None when the search could not
+        run (an alternation RE2 could not compile): the caller then searches live."""
+        size = ctypes.c_int64(0)
+        flat = _taken(self._lib, self._lib.located_scan(self._handle, data, lowered, len(data), ctypes.byref(size)), size)
+        if flat is None:
+            return None
+        p = flat[0]
+        present = flat[1 : 1 + p]
+        c = flat[1 + p]
+        return present, flat[2 + p : 2 + p + c], flat[2 + p + c :]
+
+    def __del__(self):
+        if self._handle:
+            self._lib.located_free(self._handle)
+            self._handle = 0
+
+
+class CoreWalk:
+    """secret_rules.RuleSet._core_matches in one call, as a whole-text pass for the worker:
+    a rule that is a lazy class repeat then its core (generic-api-key). `spans(data)` gives
+    every match as flat (match start, match end, secret start, secret end) quadruples."""
+
+    __slots__ = ("_core", "_groups", "_before", "_table")
+
+    def __init__(self, core: Bulk, groups: Bulk, before: int, prefix_bytes: bytes):
+        self._core, self._groups, self._before = core, groups, before
+        self._table = bytes(int(b in prefix_bytes) for b in range(256))
+
+    @classmethod
+    def of(cls, core, groups, before: int, prefix_bytes: bytes) -> "CoreWalk | None":
+        core_twin, groups_twin = Bulk.of(core), Bulk.of(groups)
+        if core_twin is None or groups_twin is None:
+            return None
+        return cls(core_twin, groups_twin, before, prefix_bytes)
+
+    def spans(self, data: bytes) -> list[int]:
+        lib = self._core._lib
+        size = ctypes.c_int64(0)
+        flat = _taken(lib, lib.walk_core(self._core._handle, self._groups._handle, data, len(data), self._before, self._table, ctypes.byref(size)), size)
+        if flat is None:
+            raise MemoryError("re2bulk.walk_core could not allocate its result")
+        return flat
 
 
 @lru_cache(maxsize=16)

@@ -23,6 +23,9 @@ pass over the whole text (see `RuleSet.scan`). Rules whose matches run on withou
 the literal (private-key) are searched from each hit to the end; generic-api-key is found
 through its core (the regex without its lazy 50-byte prefix); the few rules with no usable
 literal run over the whole text. `scan_whole` is the plain definition the tests hold it to.
+On texts of re2bulk.MIN_BYTES and more, the literal search and the located rules' searches
+run as the same steps in re2bulk's library, and generic-api-key's walk through its core runs
+there ahead, on a second core; the matches come back to `_judge` here.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from assay.policies import re2bulk
 from assay.policies.entropy import above, entropy
 from assay.policies.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsupported, analyse, core, match_spans, requirements, starts_with_literal
 
-_ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
 
 # Literals shorter than this occur often ("s." for vault-service-token) and are followed for
 # fewer hits (see RuleSet._locate); a rule located only by such a literal and whose regex
@@ -237,6 +239,22 @@ class RuleSet:
         self._entries = {lit: [e for other, es in own.items() if lit.startswith(other) for e in es] for lit in own}
         self._prefixes = {lit: [other for other in own if lit.startswith(other)] for lit in own}
         self._alternations: dict[frozenset, object] = {}  # literals left out -> the alternation of the rest
+        self._native: list = []  # [re2bulk.Located or None], once asked for
+        self._walks: list | None = None  # passes(), once asked for
+
+    def native(self) -> "re2bulk.Located | None":
+        """The literal search and located rules built into re2bulk (None without it)."""
+        if not self._native:
+            literals = list(self._entries)
+            ids = {lit: i for i, lit in enumerate(literals)}
+            tables = [(self._entries[lit], [ids[p] for p in self._prefixes[lit]], sorted(self._located_by[lit])) for lit in literals]
+            located = [
+                (i, rule.regex.pattern, rule.open_ended, [] if rule.gate_implied else [ids[kw] for kw in rule.keywords])
+                for i, rule in enumerate(self.rules)
+                if rule.locators is not None
+            ]
+            self._native.append(re2bulk.Located.of(literals, tables, located, len(self.rules), _options().max_mem))
+        return self._native[0]
 
     def _alternation(self, left_out: frozenset):
         found = self._alternations.get(left_out)
@@ -258,8 +276,14 @@ class RuleSet:
 
     def passes(self) -> list:
         """The whole-text passes `scan` may make that can run ahead, as (regex, re2bulk twin):
-        the cores of rules found through them (generic-api-key's)."""
-        return [(rule.core, re2bulk.shared(rule.core)) for rule in self.rules if rule.groups is not None]
+        the rules found through their cores (generic-api-key), each whole (re2bulk.CoreWalk)."""
+        if self._walks is None:
+            self._walks = [
+                (rule.core, re2bulk.CoreWalk.of(rule.core, rule.groups, rule.core_before, rule.prefix_bytes))
+                for rule in self.rules
+                if rule.groups is not None
+            ]
+        return self._walks
 
     def scan(self, data: bytes, prefetched: "re2bulk.Prefetched | None" = None) -> list[Finding]:
         """Every finding of every rule: the same as `scan_whole`, faster. `prefetched`: this
@@ -286,7 +310,17 @@ class RuleSet:
                     self._scan_regions(rule, data, whole, findings)
             return findings
         findings: list[Finding] = []
-        windows, present, crowded = self._locate(data, lowered)
+        native = self.native() if len(data) >= re2bulk.MIN_BYTES else None
+        found = native.scan(data, lowered) if native is not None else None
+        if found is not None:
+            ids, crowded, records = found
+            present = {native.literals[i] for i in ids}
+            crowded = set(crowded)
+            for rule_index, matches in _by_rule(records):
+                self._judge(self.rules[rule_index], data, matches, findings)
+            windows = {}
+        else:
+            windows, present, crowded = self._locate(data, lowered)
         for i in sorted(windows):
             rule = self.rules[i]
             if rule.gate_implied or any(kw in present for kw in rule.keywords):
@@ -375,6 +409,7 @@ class RuleSet:
                 if regex is None:
                     break
                 search = regex._regexp.Match
+                pos = s  # the literals it starts with are still hits at s
                 continue
             for i, size, before, after, lines_before, lines_after in entries_of[lit]:
                 if i in crowded:
@@ -427,7 +462,7 @@ class RuleSet:
             ms, me = spans[0]
             if ms < 0:
                 break
-            matches.append(spans)
+            matches.append(_quad(spans))
             pos = me if me > ms else me + 1
         self._judge(rule, data, matches, findings)
 
@@ -442,7 +477,7 @@ class RuleSet:
                 if ms < 0:
                     break
                 pos = me if me > ms else me + 1
-                matches.append(spans)
+                matches.append(_quad(spans))
         self._judge(rule, data, matches, findings)
 
     def _core_matches(self, rule: Rule, findings: list[Finding], data: bytes, prefetched=None) -> None:
@@ -455,46 +490,45 @@ class RuleSet:
         the rest of the match is the core's own match at c, groups and all, and the next
         search starts where it ends, as the core's own next search does.
 
-        With the core's matches found ahead (capture-free, on the re2bulk worker), each one's
-        groups come from the core with its groups anchored at both its ends: the match RE2
-        picks at a start is its most preferred parse there, so it is also the most preferred
-        of those ending where that one does."""
+        `prefetched`: the same walk run ahead in the system RE2 (re2bulk.CoreWalk, on the
+        worker), which takes each core match's groups from the core with its groups anchored
+        at both its ends: the match RE2 picks at a start is its most preferred parse there,
+        so it is also the most preferred of those ending where that one does."""
+        flat = prefetched.spans(rule.core) if prefetched is not None else None
+        if flat is not None:
+            matches = [tuple(flat[k : k + 4]) for k in range(0, len(flat), 4)]
+        else:
+            matches = self._walk(rule, data)
+        self._judge(rule, data, matches, findings)
+
+    def _walk(self, rule: Rule, data: bytes) -> list[tuple[int, int, int, int]]:
+        """_core_matches' matches, by live searches on this thread."""
         search = rule.groups._regexp.Match
-        found = prefetched.cursor(rule.core) if prefetched is not None else None
         before, chars = rule.core_before, rule.prefix_bytes
         n = len(data)
         matches = []
         pos = 0
         while pos <= n:
-            if found is None:
-                spans = search(_UNANCHORED, data, pos, n)
-            else:
-                c, e = found(pos)
-                if c < 0:
-                    break
-                spans = search(_ANCHOR_BOTH, data, c, e)
-                if spans[0][0] < 0:  # the two RE2s disagree: google-re2's answer stands
-                    spans = search(_UNANCHORED, data, pos, n)
+            spans = search(_UNANCHORED, data, pos, n)
             c, e = spans[0]
             if c < 0:
                 break
             lo = max(pos, c - before)
             start = lo + len(data[lo:c].rstrip(chars))
-            matches.append([(start, e)] + spans[1:])
+            matches.append(_quad([(start, e)] + spans[1:]))
             pos = e if e > start else e + 1
-        self._judge(rule, data, matches, findings)
+        return matches
 
     def _judge(self, rule: Rule, data: bytes, matches: list, findings: list[Finding]) -> None:
-        """gitleaks' checks on each match, in order: secret group, entropy, allowlists."""
+        """gitleaks' checks on each match, given as (match start, match end, secret start,
+        secret end) with the secret chosen by `_secret_span`, in order: entropy, allowlists."""
         lines = None
         verdicts = self._verdicts.get(rule.id)
         high = None
         if rule.entropy and len(matches) >= BATCH_ENTROPY:
             # generic-api-key has hundreds of matches on a dense text: one numpy pass.
-            spans_of = [_secret_span(spans) for spans in matches]
-            high = iter(above([data[s:e] for s, e in spans_of if e > s], rule.entropy))
-        for spans in matches:
-            s, e = _secret_span(spans)
+            high = iter(above([data[s:e] for _, _, s, e in matches if e > s], rule.entropy))
+        for ms, me, s, e in matches:
             if e <= s:
                 continue
             secret = data[s:e]
@@ -509,7 +543,6 @@ class RuleSet:
             if not verdicts.empty:
                 if lines is None:
                     lines = Lines.of(data)
-                ms, me = spans[0]
                 if verdicts.allows(secret, data[ms:me], data, lines, s, e):
                     continue
             findings.append(Finding(s, e, rule.id))
@@ -593,6 +626,26 @@ def _secret_span(spans) -> tuple[int, int]:
         if s != -1 and e > s:
             return s, e
     return spans[0]
+
+
+def _by_rule(records: list[int]):
+    """re2bulk.Located's flat records, five ints each, as (rule, [(ms, me, s, e), ...])
+    per rule in order."""
+    rule, matches = -1, []
+    for k in range(0, len(records), 5):
+        if records[k] != rule:
+            if matches:
+                yield rule, matches
+            rule, matches = records[k], []
+        matches.append((records[k + 1], records[k + 2], records[k + 3], records[k + 4]))
+    if matches:
+        yield rule, matches
+
+
+def _quad(spans) -> tuple[int, int, int, int]:
+    """A match's spans as `_judge` takes them: the whole match's, then the secret's."""
+    s, e = _secret_span(spans)
+    return spans[0][0], spans[0][1], s, e
 
 
 def _found(regex, data: bytes) -> bool:

@@ -3,7 +3,8 @@
 `RuleSet.scan` runs a rule only in windows around its literals (derived from the regex by
 re2util.analyse), skips rules whose literals or keywords are absent, and finds generic-api-key
 through its core; `RuleSet.scan_whole` is the definition (every rule whose keyword occurs, over
-the whole text). They must agree on every input: random text, text built from the rules' own
+the whole text). The literal search and the located rules run in Python or, on long texts,
+in re2bulk's library: both are held to the definition here. They must agree on every input: random text, text built from the rules' own
 literals and keywords, strings generated from each rule's regex, and hostile shapes (one
 literal repeated until the search gives up on it, long lines, characters RE2 folds into k and s).
 """
@@ -12,16 +13,18 @@ from __future__ import annotations
 
 import re
 import string
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.policies import re2util
+from assay.policies import re2bulk, re2util
 from assay.policies.redaction import default_rules
 from assay.policies.secret_rules import load_rules
 
 RULES = default_rules()
+NATIVE = re2bulk.library() is not None and RULES.native() is not None
 _SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -29,8 +32,32 @@ def _findings(found) -> list[tuple[int, int, str]]:
     return sorted((f.start, f.end, f.kind) for f in found)
 
 
+@contextmanager
+def _engine(native: bool):
+    """RuleSet.scan's literal search and located rules in Python, or in re2bulk's library
+    whatever the text's length (it takes only texts of re2bulk.MIN_BYTES and more)."""
+    saved_native, saved_min = RULES._native[:], re2bulk.MIN_BYTES
+    if native:
+        re2bulk.MIN_BYTES = 0
+    else:
+        RULES._native[:] = [None]
+    try:
+        yield
+    finally:
+        RULES._native[:], re2bulk.MIN_BYTES = saved_native, saved_min
+
+
 def _same(data: bytes) -> None:
-    assert _findings(RULES.scan(data)) == _findings(RULES.scan_whole(data))
+    want = _findings(RULES.scan_whole(data))
+    with _engine(native=False):
+        assert _findings(RULES.scan(data)) == want
+    if NATIVE:
+        with _engine(native=True):
+            assert _findings(RULES.scan(data)) == want
+
+
+def test_the_native_engine_is_there(need):
+    need(NATIVE, f"re2bulk is not built ({re2bulk.unavailable()}): `make install` installs libre2-dev and builds it")
 
 
 # Pieces a hostile or unlucky text is made of: the literals the search looks for, the
@@ -106,8 +133,11 @@ def test_strings_each_rule_matches_are_found_alike(data, before, after, newline)
         # open-ended rules, searched from each hit to the end: BEGINs without an END, then keys
         b"-----BEGIN PRIVATE KEY-----\n" * 300 + (b"-----BEGIN EC PRIVATE KEY-----\n" + b"MHcCAQEEIBk" * 12 + b"\n-----END EC PRIVATE KEY-----\n") * 3,
         b"curl -u admin:hunter2hunter2 https://x\n" + b"curl -H 'Authorization: Bearer abcdefgh12345678' https://y\n" * 40,
+        # "glrt-t" is left out at its 67th hit, which also starts a "glrt-" token: the search
+        # must go on from that hit for the shorter literal, not from the byte after it
+        b"glrt-tX " * 66 + b"glrt-tA1b2C3d4E5f6G7h8I9j ",
     ],
-    ids=["one-literal", "short-literal", "keyword-without-literal", "many-hits", "long-line", "generic-lines", "k8s", "kelvin", "pem", "curl"],
+    ids=["one-literal", "short-literal", "keyword-without-literal", "many-hits", "long-line", "generic-lines", "k8s", "kelvin", "pem", "curl", "crowded-at-a-prefix"],
 )
 def test_hostile_shapes_give_the_same_findings(text):
     _same(text)

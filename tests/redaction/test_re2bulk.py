@@ -25,6 +25,7 @@ from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
 from assay.policies import re2bulk, re2util
 from assay.policies.redaction import Redactor, default_rules
+from assay.policies.secret_rules import RuleSet
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,8 +60,8 @@ def _redactor(known=()) -> Redactor:
 
 
 def _passes(redactor: Redactor) -> list:
+    """The passes that list one regex's matches (the rules' are whole walks: below)."""
     return [
-        *redactor.rules.passes(),
         *redactor._known.passes(),
         (_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)),
         (_pii._PATTERN, re2bulk.shared(_pii._PATTERN)),
@@ -112,6 +113,31 @@ def test_every_pass_lists_the_same_matches_on_generated_bytes(text, junk):
         assert bulk.spans(data) == _live(regex, data)
 
 
+def _walks():
+    rules = default_rules()
+    walks = rules.passes()
+    assert walks and all(walk is not None for _, walk in walks), "generic-api-key has no system-RE2 walk"
+    return [(next(r for r in rules.rules if r.core is core), walk) for core, walk in walks]
+
+
+def test_the_core_walk_finds_what_the_live_walk_finds_on_the_dense_corpus(corpus):
+    data = corpus.text.encode()
+    found = 0
+    for rule, walk in _walks():
+        quads = walk.spans(data)
+        assert quads == [x for quad in default_rules()._walk(rule, data) for x in quad], rule.id
+        found += len(quads) // 4
+    assert found > 250
+
+
+@_SETTINGS
+@given(text=_pieces, junk=st.binary(max_size=40))
+def test_the_core_walk_finds_what_the_live_walk_finds_on_generated_bytes(text, junk):
+    data = text.encode("utf-8", "surrogatepass") + junk + text.encode()
+    for rule, walk in _walks():
+        assert walk.spans(data) == [x for quad in default_rules()._walk(rule, data) for x in quad]
+
+
 def test_more_matches_than_one_call_returns():
     data = b"a1B2c3D4e5F6g7H8i9J0k " * (3 * re2bulk._CHUNK)
     bulk = re2bulk.shared(_entropy._CANDIDATE)
@@ -151,7 +177,9 @@ def test_a_cursor_searches_live_only_inside_a_listed_match():
 
 
 def _without_bulk(monkeypatch):
+    """Redaction as without the library: no pass ahead, the located rules in Python."""
     monkeypatch.setattr(re2bulk, "prefetch", lambda data, passes: None)
+    monkeypatch.setattr(RuleSet, "native", lambda self: None)
 
 
 def test_the_dense_corpus_is_redacted_the_same_with_and_without(corpus, monkeypatch):
@@ -180,23 +208,44 @@ def test_long_generated_texts_are_redacted_the_same_with_and_without(parts, seed
     bulk = _redactor(["hunter2-canary-value"])
     assert bulk._ahead(text.encode("utf-8", "surrogatepass")) is not None
     with_bulk = bulk.redact(text)
-    original = re2bulk.prefetch
-    re2bulk.prefetch = lambda data, passes: None
-    try:
+    with pytest.MonkeyPatch.context() as m:
+        _without_bulk(m)
         without = _redactor(["hunter2-canary-value"]).redact(text)
-    finally:
-        re2bulk.prefetch = original
     assert with_bulk == without
 
 
 def test_generic_api_key_groups_come_from_its_core_matches(corpus):
-    # The one rule whose groups come from an anchored search over each precomputed core match.
+    # The one rule whose groups come from an anchored search over each core match.
     rules = default_rules()
     data = corpus.text.encode()
     ahead = re2bulk.prefetch(data, rules.passes())
     generic = [f for f in rules.scan(data, ahead) if f.kind.startswith("generic")]
     assert len(generic) > 100
     assert generic == [f for f in rules.scan(data) if f.kind.startswith("generic")]
+
+
+def _located_findings(rules, data: bytes) -> list:
+    return sorted((f.start, f.end, f.kind) for f in rules.scan(data))
+
+
+def test_the_located_rules_find_natively_what_they_find_in_python(corpus, monkeypatch):
+    rules = default_rules()
+    data = corpus.text.encode()
+    assert rules.native() is not None, re2bulk.unavailable()
+    native = _located_findings(rules, data)
+    with monkeypatch.context() as m:
+        m.setattr(RuleSet, "native", lambda self: None)
+        assert _located_findings(rules, data) == native
+    assert native == sorted((f.start, f.end, f.kind) for f in rules.scan_whole(data))
+    assert len(native) > 500
+
+
+def test_a_native_search_that_cannot_run_falls_back_to_python(corpus, monkeypatch):
+    rules = default_rules()
+    data = corpus.text.encode()
+    expected = _located_findings(rules, data)
+    monkeypatch.setattr(re2bulk.Located, "scan", lambda self, data, lowered: None)
+    assert _located_findings(rules, data) == expected
 
 
 def test_threads_redacting_at_once_agree(corpus):
@@ -257,6 +306,7 @@ def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
         raise MemoryError("no room for the match list")
 
     monkeypatch.setattr(re2bulk.Bulk, "spans", broken)
+    monkeypatch.setattr(re2bulk.CoreWalk, "spans", broken)
     redactor = _redactor(corpus.known_values)
     assert redactor._ahead(text.encode()) is not None
     assert redactor.redact(text) == expected
