@@ -3,12 +3,18 @@
 // google-re2's bundled copy: that one's symbols are not exported.
 //
 // 1. bulk_*: every match of one pattern in one call (the whole-text passes).
-// 2. located_*: RuleSet's literal search and its located rules' searches around the hits
-//    (secret_rules.RuleSet._locate and _scan_regions / _scan_from), the same steps in the
-//    same order, so a dense text costs no Python step per literal hit or per region.
+// 2. located_*: a RuleSet built once (secret_rules.py), then per text:
+//    - located_scan: the literal search and the located rules' searches around the hits
+//      (RuleSet._locate, _scan_regions, _scan_from), the same steps in the same order;
+//    - located_walk: the rules found through their cores (RuleSet._walk);
+//    each judging its matches as RuleSet._judge does, except where the entropy is within
+//    1e-9 of the rule's threshold or the rule has allowlists that fire only together: those
+//    matches go back to Python, which decides them exactly.
 #include <re2/re2.h>
+#include <re2/set.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -36,53 +42,10 @@ constexpr int64_t kNone = -1;
 constexpr int64_t kCrowded = 64;   // secret_rules.CROWDED
 constexpr int64_t kMinLiteral = 3;  // secret_rules.MIN_LITERAL
 constexpr size_t kKeptAlternations = 16;
+constexpr double kNearTie = 1e-9;  // entropy.above: closer than this, Python decides
 
 struct Entry {
   int64_t rule, size, before, after, lines_before, lines_after;
-};
-
-struct Rule {
-  std::unique_ptr<RE2> regex;  // null: not a located rule
-  bool open_ended = false;
-  std::vector<int64_t> gate;   // keyword literal ids; empty: the gate is implied
-};
-
-struct Located {
-  int64_t max_mem = 64 << 20;
-  std::vector<std::string> literals;  // by id
-  std::unordered_map<std::string, int64_t> ids;
-  std::vector<std::vector<Entry>> entries;      // folded over the literal's prefixes
-  std::vector<std::vector<int64_t>> prefixes;   // literal ids it starts with, itself too
-  std::vector<std::vector<int64_t>> located_by;  // rules with a locator on exactly this literal
-  std::vector<Rule> rules;
-  std::mutex lock;  // guards `alternations`
-  std::map<std::vector<uint8_t>, std::shared_ptr<RE2>> alternations;  // left out -> the rest
-
-  // RuleSet._alternation: the literals not left out, longest first (then by bytes), so at
-  // each position RE2 reports the longest literal starting there.
-  std::shared_ptr<RE2> alternation(const std::vector<uint8_t>& left_out) {
-    std::lock_guard<std::mutex> hold(lock);
-    auto found = alternations.find(left_out);
-    if (found != alternations.end()) return found->second;
-    std::vector<const std::string*> order;
-    for (size_t i = 0; i < literals.size(); ++i)
-      if (!left_out[i]) order.push_back(&literals[i]);
-    std::sort(order.begin(), order.end(), [](const std::string* a, const std::string* b) {
-      return a->size() != b->size() ? a->size() > b->size() : *a < *b;
-    });
-    std::string pattern;
-    for (const std::string* lit : order) {
-      if (!pattern.empty()) pattern += '|';
-      pattern += RE2::QuoteMeta(*lit);
-    }
-    std::shared_ptr<RE2> made;
-    if (!order.empty()) {
-      made = std::make_shared<RE2>(pattern, make_options(max_mem, 0, 1));
-      if (!made->ok()) made.reset();
-    }
-    if (alternations.size() < kKeptAlternations) alternations[left_out] = made;
-    return made;
-  }
 };
 
 // secret_rules.Lines: the line ends of one text, found when first asked.
@@ -118,19 +81,147 @@ struct Lines {
   }
 };
 
-// gitleaks' secret: the first capture group that matched something, else the whole match.
-void record(std::vector<int64_t>& out, const char* data, const std::vector<re2::StringPiece>& sub) {
-  int64_t ms = sub[0].data() - data, me = ms + static_cast<int64_t>(sub[0].size());
-  int64_t ss = ms, se = me;
+// A match as RuleSet._judge takes it: the whole match, then gitleaks' secret (the first
+// capture group that matched something, else the whole match).
+struct Quad {
+  int64_t ms, me, ss, se;
+};
+
+Quad quad_of(const char* data, const std::vector<re2::StringPiece>& sub) {
+  Quad q;
+  q.ms = sub[0].data() - data;
+  q.me = q.ms + static_cast<int64_t>(sub[0].size());
+  q.ss = q.ms;
+  q.se = q.me;
   for (size_t g = 1; g < sub.size(); ++g) {
     if (sub[g].data() != nullptr && !sub[g].empty()) {
-      ss = sub[g].data() - data;
-      se = ss + static_cast<int64_t>(sub[g].size());
+      q.ss = sub[g].data() - data;
+      q.se = q.ss + static_cast<int64_t>(sub[g].size());
       break;
     }
   }
-  out.insert(out.end(), {ms, me, ss, se});
+  return q;
 }
+
+// entropy.entropy's formula; the caller treats a value within kNearTie of a threshold as
+// undecided, so rounding apart from Python's never changes a verdict.
+double entropy_of(const char* s, int64_t n) {
+  if (n <= 0) return 0.0;
+  int64_t counts[256] = {0};
+  for (int64_t i = 0; i < n; ++i) ++counts[static_cast<uint8_t>(s[i])];
+  double sum = 0.0;
+  for (int64_t c : counts)
+    if (c) sum += static_cast<double>(c) * std::log2(static_cast<double>(c));
+  return std::log2(static_cast<double>(n)) - sum / static_cast<double>(n);
+}
+
+// secret_rules._Verdicts: the allowlists that apply to one rule, as RE2 Sets by subject.
+enum Subject { kSecret = 0, kStop = 1, kMatch = 2, kLine = 3, kSubjects = 4 };
+
+struct Rule {
+  std::unique_ptr<RE2> regex;  // located: the rule's regex; null when not run here
+  bool open_ended = false;
+  std::vector<int64_t> gate;   // keyword literal ids; empty: the gate is implied
+  // Walked through its core (RuleSet._walk): the core capture-free, the core with groups.
+  std::unique_ptr<RE2> core, groups;
+  int64_t core_before = 0;
+  uint8_t in_prefix[256] = {0};
+  // The judge.
+  double entropy = 0.0;
+  bool generic = false;  // gitleaks: a generic-* secret needs a digit
+  bool in_python = false;  // allowlists this library does not merge: every match to Python
+  std::vector<std::string> patterns[kSubjects];
+  std::unique_ptr<RE2::Set> sets[kSubjects];
+};
+
+bool set_says(const std::unique_ptr<RE2::Set>& set, const char* s, int64_t n) {
+  // A Set whose DFA ran out of memory reports no match: the finding is kept (in doubt, redact).
+  return set && set->Match(re2::StringPiece(s, static_cast<size_t>(n)), nullptr);
+}
+
+// Appends (rule, decided, ms, me, ss, se): decided 1 is a finding at [ss, se); decided 0
+// leaves the match to RuleSet._judge.
+struct Judge {
+  const char* data;
+  int64_t n;
+  Lines& lines;
+  std::vector<int64_t>& out;
+  std::string lowered;  // the secret, lower-cased, for the stopwords
+  int64_t seen_lo = -1, seen_hi = -1;
+  bool seen_verdict = false;
+
+  void operator()(int64_t index, Rule& rule, const Quad& q) {
+    if (q.se <= q.ss) return;
+    const char* secret = data + q.ss;
+    int64_t len = q.se - q.ss;
+    if (rule.in_python) return emit(index, 0, q);
+    if (rule.entropy != 0.0) {
+      double h = entropy_of(secret, len);
+      if (std::fabs(h - rule.entropy) < kNearTie) return emit(index, 0, q);
+      if (!(h > rule.entropy)) return;
+      if (rule.generic && std::none_of(secret, secret + len, [](char c) { return c >= '0' && c <= '9'; })) return;
+    }
+    if (set_says(rule.sets[kSecret], secret, len)) return;
+    if (rule.sets[kStop]) {
+      lowered.assign(secret, static_cast<size_t>(len));
+      for (char& c : lowered)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (set_says(rule.sets[kStop], lowered.data(), len)) return;
+    }
+    if (set_says(rule.sets[kMatch], data + q.ms, q.me - q.ms)) return;
+    if (rule.sets[kLine]) {
+      int64_t lo = lines.start(q.ss, 0), hi = lines.end(q.se, 0);
+      if (lo != seen_lo || hi != seen_hi) {
+        seen_lo = lo;
+        seen_hi = hi;
+        seen_verdict = set_says(rule.sets[kLine], data + lo, hi - lo);
+      }
+      if (seen_verdict) return;
+    }
+    emit(index, 1, q);
+  }
+  void emit(int64_t index, int64_t decided, const Quad& q) { out.insert(out.end(), {index, decided, q.ms, q.me, q.ss, q.se}); }
+  void next_rule() { seen_lo = seen_hi = -1; }
+};
+
+struct Located {
+  int64_t max_mem = 64 << 20;
+  std::vector<std::string> literals;  // by id
+  std::unordered_map<std::string, int64_t> ids;
+  std::vector<std::vector<Entry>> entries;      // folded over the literal's prefixes
+  std::vector<std::vector<int64_t>> prefixes;   // literal ids it starts with, itself too
+  std::vector<std::vector<int64_t>> located_by;  // rules with a locator on exactly this literal
+  std::vector<Rule> rules;
+  std::vector<int64_t> walked;  // rules found through their cores
+  std::mutex lock;  // guards `alternations`
+  std::map<std::vector<uint8_t>, std::shared_ptr<RE2>> alternations;  // left out -> the rest
+
+  // RuleSet._alternation: the literals not left out, longest first (then by bytes), so at
+  // each position RE2 reports the longest literal starting there.
+  std::shared_ptr<RE2> alternation(const std::vector<uint8_t>& left_out) {
+    std::lock_guard<std::mutex> hold(lock);
+    auto found = alternations.find(left_out);
+    if (found != alternations.end()) return found->second;
+    std::vector<const std::string*> order;
+    for (size_t i = 0; i < literals.size(); ++i)
+      if (!left_out[i]) order.push_back(&literals[i]);
+    std::sort(order.begin(), order.end(), [](const std::string* a, const std::string* b) {
+      return a->size() != b->size() ? a->size() > b->size() : *a < *b;
+    });
+    std::string pattern;
+    for (const std::string* lit : order) {
+      if (!pattern.empty()) pattern += '|';
+      pattern += RE2::QuoteMeta(*lit);
+    }
+    std::shared_ptr<RE2> made;
+    if (!order.empty()) {
+      made = std::make_shared<RE2>(pattern, make_options(max_mem, 0, 1));
+      if (!made->ok()) made.reset();
+    }
+    if (alternations.size() < kKeptAlternations) alternations[left_out] = made;
+    return made;
+  }
+};
 
 int64_t* released(const std::vector<int64_t>& out, int64_t* size) {
   int64_t* copy = static_cast<int64_t*>(std::malloc(sizeof(int64_t) * (out.size() ? out.size() : 1)));
@@ -140,18 +231,19 @@ int64_t* released(const std::vector<int64_t>& out, int64_t* size) {
   return copy;
 }
 
+std::unique_ptr<RE2> compiled(const char* pattern, int64_t size, const RE2::Options& options) {
+  std::unique_ptr<RE2> re(new RE2(re2::StringPiece(pattern, static_cast<size_t>(size)), options));
+  if (!re->ok()) re.reset();
+  return re;
+}
+
 }  // namespace
 
 extern "C" {
 
 // NULL when RE2 rejects the pattern; the caller then keeps to google-re2's live searches.
 void* bulk_compile(const char* pattern, int64_t size, int latin1, int64_t max_mem, int case_sensitive) {
-  RE2* re = new RE2(re2::StringPiece(pattern, static_cast<size_t>(size)), make_options(max_mem, latin1, case_sensitive));
-  if (!re->ok()) {
-    delete re;
-    return nullptr;
-  }
-  return re;
+  return compiled(pattern, size, make_options(max_mem, latin1, case_sensitive)).release();
 }
 
 void bulk_free(void* re) { delete static_cast<RE2*>(re); }
@@ -175,6 +267,8 @@ int64_t bulk_spans(void* handle, const char* data, int64_t size, int64_t pos, in
   }
   return found;
 }
+
+void bulk_release(int64_t* out) { std::free(out); }
 
 void* located_new(int64_t max_mem, int64_t rules) {
   Located* made = new Located();
@@ -208,24 +302,64 @@ void located_tables(void* handle, int64_t id, const int64_t* entries, int64_t n_
   h->located_by[id].assign(located_by, located_by + n_located);
 }
 
-// 1 when RE2 compiled the rule's regex with google-re2's options (UTF-8, case-sensitive).
+// A located rule: 1 when RE2 compiled its regex with google-re2's options (UTF-8, case-sensitive).
 int located_rule(void* handle, int64_t rule, const char* pattern, int64_t size, int open_ended, const int64_t* gate, int64_t n_gate) {
   Located* h = static_cast<Located*>(handle);
   Rule& r = h->rules[rule];
-  r.regex.reset(new RE2(re2::StringPiece(pattern, static_cast<size_t>(size)), make_options(h->max_mem, 0, 1)));
-  if (!r.regex->ok()) {
-    r.regex.reset();
-    return 0;
-  }
+  r.regex = compiled(pattern, size, make_options(h->max_mem, 0, 1));
   r.open_ended = open_ended != 0;
   r.gate.assign(gate, gate + n_gate);
+  return r.regex != nullptr;
+}
+
+// A rule found through its core: a lazy repeat of the bytes `in_prefix` marks (at most
+// `before` of them), then the core. 1 when both regexes compiled.
+int located_walker(void* handle, int64_t rule, const char* core, int64_t core_size, const char* groups, int64_t groups_size, int64_t before, const uint8_t* in_prefix) {
+  Located* h = static_cast<Located*>(handle);
+  Rule& r = h->rules[rule];
+  RE2::Options options = make_options(h->max_mem, 0, 1);
+  r.groups = compiled(groups, groups_size, options);
+  options.set_never_capture(true);
+  r.core = compiled(core, core_size, options);
+  r.core_before = before;
+  std::memcpy(r.in_prefix, in_prefix, 256);
+  if (!r.core || !r.groups) return 0;
+  h->walked.push_back(rule);
+  return 1;
+}
+
+// The judge of a rule: its entropy threshold (0: none), whether it is a generic-* rule, and
+// whether its matches all go to Python. Then its allowlists' patterns, one per call, by subject.
+void located_judge(void* handle, int64_t rule, double entropy, int generic, int in_python) {
+  Rule& r = static_cast<Located*>(handle)->rules[rule];
+  r.entropy = entropy;
+  r.generic = generic != 0;
+  r.in_python = in_python != 0;
+}
+
+void located_allow(void* handle, int64_t rule, int subject, const char* pattern, int64_t size) {
+  static_cast<Located*>(handle)->rules[rule].patterns[subject].emplace_back(pattern, static_cast<size_t>(size));
+}
+
+// Compiles every rule's allowlist Sets. 1 when all compiled.
+int located_ready(void* handle) {
+  Located* h = static_cast<Located*>(handle);
+  for (Rule& r : h->rules) {
+    for (int k = 0; k < kSubjects; ++k) {
+      if (r.patterns[k].empty()) continue;
+      r.sets[k].reset(new RE2::Set(make_options(h->max_mem, 0, 1), RE2::UNANCHORED));
+      for (const std::string& p : r.patterns[k])
+        if (r.sets[k]->Add(p, nullptr) < 0) return 0;
+      if (!r.sets[k]->Compile()) return 0;
+    }
+  }
   return 1;
 }
 
 // One scan: the literal search over `lowered`, then each located rule whose gate is open
 // over `data` around its hits. Returns a malloc'd array:
 //   [P, P literal ids present (prefixes included), C, C crowded rule ids,
-//    then (rule, match start, match end, secret start, secret end) per match]
+//    then (rule, decided, match start, match end, secret start, secret end) per kept match]
 // and its length in `size`; NULL when an alternation could not be compiled. Free it with
 // bulk_release.
 int64_t* located_scan(void* handle, const char* data, const char* lowered, int64_t n, int64_t* size) {
@@ -258,7 +392,7 @@ int64_t* located_scan(void* handle, const char* data, const char* lowered, int64
       if (!live) break;
       regex = h->alternation(left_out);
       if (!regex) return nullptr;
-      pos = s;  // this literal's own prefixes at s are hits still
+      pos = s;  // the literals it starts with are still hits at s
       continue;
     }
     for (const Entry& e : h->entries[id]) {
@@ -281,6 +415,7 @@ int64_t* located_scan(void* handle, const char* data, const char* lowered, int64
   out.push_back(static_cast<int64_t>(ids.size()));
   out.insert(out.end(), ids.begin(), ids.end());
 
+  Judge judge{data, n, lines, out};
   re2::StringPiece text(data, static_cast<size_t>(n));
   std::vector<re2::StringPiece> sub;
   for (size_t r = 0; r < n_rules; ++r) {
@@ -288,21 +423,22 @@ int64_t* located_scan(void* handle, const char* data, const char* lowered, int64
     std::vector<std::pair<int64_t, int64_t>>& wins = windows[r];
     if (wins.empty() || !rule.regex) continue;
     if (!rule.gate.empty() && std::none_of(rule.gate.begin(), rule.gate.end(), [&](int64_t k) { return present[k] != 0; })) continue;
+    judge.next_rule();
+    const int64_t index = static_cast<int64_t>(r);
     sub.assign(static_cast<size_t>(rule.regex->NumberOfCapturingGroups()) + 1, re2::StringPiece());
     const int nsub = static_cast<int>(sub.size());
     std::sort(wins.begin(), wins.end());
     if (rule.open_ended) {
       // RuleSet._scan_from: each search from the next window start on, to the end.
-      int64_t at_pos = 0, last = -1;
+      int64_t after = 0, last = -1;
       for (const auto& w : wins) {
-        int64_t at = std::max(at_pos, w.first);
+        int64_t at = std::max(after, w.first);
         if (at == last) continue;
         last = at;
         if (!rule.regex->Match(text, static_cast<size_t>(at), static_cast<size_t>(n), RE2::UNANCHORED, sub.data(), nsub)) break;
-        out.push_back(static_cast<int64_t>(r));
-        record(out, data, sub);
-        int64_t ms = sub[0].data() - data, me = ms + static_cast<int64_t>(sub[0].size());
-        at_pos = me > ms ? me : me + 1;
+        Quad q = quad_of(data, sub);
+        judge(index, rule, q);
+        after = q.me > q.ms ? q.me : q.me + 1;
       }
       continue;
     }
@@ -313,47 +449,50 @@ int64_t* located_scan(void* handle, const char* data, const char* lowered, int64
       for (++k; k < wins.size() && wins[k].first <= hi; ++k) hi = std::max(hi, wins[k].second);
       int64_t p = lo;
       while (p <= hi && rule.regex->Match(text, static_cast<size_t>(p), static_cast<size_t>(hi), RE2::UNANCHORED, sub.data(), nsub)) {
-        out.push_back(static_cast<int64_t>(r));
-        record(out, data, sub);
-        int64_t ms = sub[0].data() - data, me = ms + static_cast<int64_t>(sub[0].size());
-        p = me > ms ? me : me + 1;
+        Quad q = quad_of(data, sub);
+        judge(index, rule, q);
+        p = q.me > q.ms ? q.me : q.me + 1;
       }
     }
   }
   return released(out, size);
 }
 
-// secret_rules.RuleSet._core_matches, whole: a rule that is a lazy repeat of a byte class
-// (at most `before` bytes, `in_prefix` saying which bytes) then its core. `core`: the core
-// capture-free (a DFA pass), `groups`: the core with its groups. Returns a malloc'd array of
-// (match start, match end, secret start, secret end) per match, and its length in `size`.
-int64_t* walk_core(void* core, void* groups, const char* data, int64_t n, int64_t before, const uint8_t* in_prefix, int64_t* size) {
-  const RE2* core_re = static_cast<const RE2*>(core);
-  const RE2* groups_re = static_cast<const RE2*>(groups);
+// RuleSet._walk for every rule found through its core, judged: (rule, decided, ms, me, ss,
+// se) per kept match, as located_scan's records. From a position, the rule's leftmost match
+// holds the leftmost core match c; its start is the furthest back, at most `before` bytes and
+// not before the position, that the bytes before c stay in the prefix's class.
+int64_t* located_walk(void* handle, const char* data, int64_t n, int64_t* size) {
+  Located* h = static_cast<Located*>(handle);
   re2::StringPiece text(data, static_cast<size_t>(n)), found;
-  std::vector<re2::StringPiece> sub(static_cast<size_t>(groups_re->NumberOfCapturingGroups()) + 1);
-  const int nsub = static_cast<int>(sub.size());
+  Lines lines{data, n};
   std::vector<int64_t> out;
-  int64_t pos = 0;
-  while (pos <= n) {
-    if (!core_re->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) break;
-    int64_t c = found.data() - data, e = c + static_cast<int64_t>(found.size());
-    // The match RE2 picks at a start is its most preferred parse there, so also the most
-    // preferred of those ending at e: the groups anchored at both ends.
-    if (!groups_re->Match(text, static_cast<size_t>(c), static_cast<size_t>(e), RE2::ANCHOR_BOTH, sub.data(), nsub)) {
-      if (!groups_re->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, sub.data(), nsub)) break;
-      c = sub[0].data() - data;
-      e = c + static_cast<int64_t>(sub[0].size());
+  Judge judge{data, n, lines, out};
+  std::vector<re2::StringPiece> sub;
+  for (int64_t index : h->walked) {
+    Rule& rule = h->rules[index];
+    judge.next_rule();
+    sub.assign(static_cast<size_t>(rule.groups->NumberOfCapturingGroups()) + 1, re2::StringPiece());
+    const int nsub = static_cast<int>(sub.size());
+    int64_t pos = 0;
+    while (pos <= n) {
+      if (!rule.core->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) break;
+      int64_t c = found.data() - data, e = c + static_cast<int64_t>(found.size());
+      // The match RE2 picks at a start is its most preferred parse there, so also the most
+      // preferred of those ending at e: the groups anchored at both ends.
+      if (!rule.groups->Match(text, static_cast<size_t>(c), static_cast<size_t>(e), RE2::ANCHOR_BOTH, sub.data(), nsub)) {
+        if (!rule.groups->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, sub.data(), nsub)) break;
+        c = sub[0].data() - data;
+        e = c + static_cast<int64_t>(sub[0].size());
+      }
+      int64_t lo = std::max(pos, c - rule.core_before);
+      int64_t start = c;
+      while (start > lo && rule.in_prefix[static_cast<uint8_t>(data[start - 1])]) --start;
+      sub[0] = re2::StringPiece(data + start, static_cast<size_t>(e - start));
+      judge(index, rule, quad_of(data, sub));
+      pos = e > start ? e : e + 1;
     }
-    int64_t lo = std::max(pos, c - before);
-    int64_t start = c;
-    while (start > lo && in_prefix[static_cast<uint8_t>(data[start - 1])]) --start;
-    sub[0] = re2::StringPiece(data + start, static_cast<size_t>(e - start));
-    record(out, data, sub);
-    pos = e > start ? e : e + 1;
   }
   return released(out, size);
 }
-
-void bulk_release(int64_t* out) { std::free(out); }
 }

@@ -112,10 +112,18 @@ def library():
     lib.located_tables.argtypes = [ptr, i64, ptr, i64, ptr, i64, ptr, i64]
     lib.located_rule.restype = ctypes.c_int
     lib.located_rule.argtypes = [ptr, i64, ctypes.c_char_p, i64, ctypes.c_int, ptr, i64]
+    lib.located_walker.restype = ctypes.c_int
+    lib.located_walker.argtypes = [ptr, i64, ctypes.c_char_p, i64, ctypes.c_char_p, i64, i64, ctypes.c_char_p]
+    lib.located_judge.restype = None
+    lib.located_judge.argtypes = [ptr, i64, ctypes.c_double, ctypes.c_int, ctypes.c_int]
+    lib.located_allow.restype = None
+    lib.located_allow.argtypes = [ptr, i64, ctypes.c_int, ctypes.c_char_p, i64]
+    lib.located_ready.restype = ctypes.c_int
+    lib.located_ready.argtypes = [ptr]
     lib.located_scan.restype = ctypes.POINTER(i64)
     lib.located_scan.argtypes = [ptr, ctypes.c_char_p, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
-    lib.walk_core.restype = ctypes.POINTER(i64)
-    lib.walk_core.argtypes = [ptr, ptr, ctypes.c_char_p, i64, i64, ctypes.c_char_p, ctypes.POINTER(i64)]
+    lib.located_walk.restype = ctypes.POINTER(i64)
+    lib.located_walk.argtypes = [ptr, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
     lib.bulk_release.restype = None
     lib.bulk_release.argtypes = [ctypes.POINTER(i64)]
     return lib
@@ -189,43 +197,69 @@ def _ints(values) -> np.ndarray:
 
 
 class Located:
-    """A RuleSet's literal search and located rules' searches, built into the library
-    (re2bulk.cpp's located_*): the steps of RuleSet._locate and _scan_regions / _scan_from
-    in one call that holds no GIL, for a dense text has thousands of literal hits."""
+    """A RuleSet's rules built into the library (re2bulk.cpp's located_*): the literal search
+    and the located rules' searches around its hits (`scan`), and the rules walked through
+    their cores (`walk`), each judging its matches as RuleSet._judge does, in one call that
+    holds no GIL: a dense text has thousands of literal hits and hundreds of matches.
 
-    __slots__ = ("_handle", "_lib", "literals")
+    Built by RuleSet.native: the literals and their tables first, then each rule's parts,
+    then `ready()`. Any part the system RE2 refuses leaves the whole of it unused."""
 
-    def __init__(self, lib, handle: int, literals: list[bytes]):
-        self._lib, self._handle, self.literals = lib, handle, literals
+    __slots__ = ("_handle", "_lib", "literals", "ok")
 
-    @classmethod
-    def of(cls, literals: list[bytes], tables: list[tuple[list, list, list]], rules: list[tuple[int, bytes, bool, list]], n_rules: int, max_mem: int) -> "Located | None":
-        """`tables`: per literal, in id order, its entries (six ints each, None as -1), the ids
-        of the literals it starts with and the rules it alone locates. `rules`: (index,
-        pattern, open ended, gate literal ids) per located rule. None when any rule's regex
-        does not compile in the system RE2: then every located rule is searched live."""
-        lib = library()
-        if lib is None:
-            return None
-        handle = lib.located_new(max_mem, n_rules)
-        made = cls(lib, handle, literals)  # frees the handle if a rule fails below
+    def __init__(self, lib, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int):
+        """`tables`: per literal, in id order, its entries (six ints each, None as -1), the
+        ids of the literals it starts with and the rules it alone locates."""
+        self._lib, self.literals, self.ok = lib, literals, True
+        self._handle = handle = lib.located_new(max_mem, n_rules)
         for lit in literals:
             lib.located_literal(handle, lit, len(lit))
         for i, (entries, prefixes, located_by) in enumerate(tables):
             flat = _ints([-1 if v is None else v for entry in entries for v in entry])
             pre, by = _ints(prefixes), _ints(located_by)
             lib.located_tables(handle, i, flat.ctypes.data, len(entries), pre.ctypes.data, len(prefixes), by.ctypes.data, len(located_by))
-        for index, pattern, open_ended, gate in rules:
-            ids = _ints(gate)
-            if not lib.located_rule(handle, index, pattern, len(pattern), int(open_ended), ids.ctypes.data, len(gate)):
-                _why_not.append(f"the system RE2 cannot compile rule {index}'s regex")
-                return None
-        return made
+
+    @classmethod
+    def new(cls, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int) -> "Located | None":
+        lib = library()
+        return cls(lib, literals, tables, n_rules, max_mem) if lib is not None else None
+
+    def _refused(self, what: str) -> None:
+        self.ok = False
+        _why_not.append(f"the system RE2 cannot compile {what}")
+
+    def locate(self, index: int, pattern: bytes, open_ended: bool, gate: list[int]) -> None:
+        """A located rule: its regex, whether it is searched from each hit to the end, and
+        the ids of its gate's keywords (none: the gate is implied)."""
+        ids = _ints(gate)
+        if not self._lib.located_rule(self._handle, index, pattern, len(pattern), int(open_ended), ids.ctypes.data, len(gate)):
+            self._refused(f"rule {index}'s regex")
+
+    def walker(self, index: int, core: bytes, groups: bytes, before: int, prefix_bytes: bytes) -> None:
+        """A rule walked through its core (RuleSet._walk)."""
+        table = bytes(int(b in prefix_bytes) for b in range(256))
+        if not self._lib.located_walker(self._handle, index, core, len(core), groups, len(groups), before, table):
+            self._refused(f"rule {index}'s core")
+
+    def judge(self, index: int, entropy: float, generic: bool, in_python: bool, subjects: dict[str, list[bytes]]) -> None:
+        """How a rule's matches are judged: `subjects` maps secret, stop, match and line to
+        the patterns of its merged allowlists (secret_rules._Verdicts)."""
+        self._lib.located_judge(self._handle, index, float(entropy), int(generic), int(in_python))
+        for subject, patterns in subjects.items():
+            for pattern in patterns:
+                self._lib.located_allow(self._handle, index, _SUBJECTS[subject], pattern, len(pattern))
+
+    def ready(self) -> "Located | None":
+        if self.ok and not self._lib.located_ready(self._handle):
+            self._refused("an allowlist")
+        return self if self.ok else None
 
     def scan(self, data: bytes, lowered: bytes) -> tuple[list[int], list[int], list[int]] | None:
-        """(ids of the literals present, crowded rules, flat (rule, match start, match end,
-        secret start, secret end) records in rule order), or None when the search could not
-        run (an alternation RE2 could not compile): the caller then searches live."""
+        """(ids of the literals present, crowded rules, flat records) for the located rules,
+        or None when the search could not run (an alternation RE2 could not compile): the
+        caller then searches in Python. A record is six ints: (rule, decided, match start,
+        match end, secret start, secret end); decided 1 is a finding at the secret, decided 0
+        a match for RuleSet._judge to decide (an entropy near its threshold)."""
         size = ctypes.c_int64(0)
         flat = _taken(self._lib, self._lib.located_scan(self._handle, data, lowered, len(data), ctypes.byref(size)), size)
         if flat is None:
@@ -235,37 +269,23 @@ class Located:
         c = flat[1 + p]
         return present, flat[2 + p : 2 + p + c], flat[2 + p + c :]
 
+    def walk(self, data: bytes) -> list[int]:
+        """The walked rules' records, as `scan`'s. Also a pass for the worker (`spans`)."""
+        size = ctypes.c_int64(0)
+        flat = _taken(self._lib, self._lib.located_walk(self._handle, data, len(data), ctypes.byref(size)), size)
+        if flat is None:
+            raise MemoryError("re2bulk.located_walk could not allocate its result")
+        return flat
+
+    spans = walk
+
     def __del__(self):
         if self._handle:
             self._lib.located_free(self._handle)
             self._handle = 0
 
 
-class CoreWalk:
-    """secret_rules.RuleSet._core_matches in one call, as a whole-text pass for the worker:
-    a rule that is a lazy class repeat then its core (generic-api-key). `spans(data)` gives
-    every match as flat (match start, match end, secret start, secret end) quadruples."""
-
-    __slots__ = ("_core", "_groups", "_before", "_table")
-
-    def __init__(self, core: Bulk, groups: Bulk, before: int, prefix_bytes: bytes):
-        self._core, self._groups, self._before = core, groups, before
-        self._table = bytes(int(b in prefix_bytes) for b in range(256))
-
-    @classmethod
-    def of(cls, core, groups, before: int, prefix_bytes: bytes) -> "CoreWalk | None":
-        core_twin, groups_twin = Bulk.of(core), Bulk.of(groups)
-        if core_twin is None or groups_twin is None:
-            return None
-        return cls(core_twin, groups_twin, before, prefix_bytes)
-
-    def spans(self, data: bytes) -> list[int]:
-        lib = self._core._lib
-        size = ctypes.c_int64(0)
-        flat = _taken(lib, lib.walk_core(self._core._handle, self._groups._handle, data, len(data), self._before, self._table, ctypes.byref(size)), size)
-        if flat is None:
-            raise MemoryError("re2bulk.walk_core could not allocate its result")
-        return flat
+_SUBJECTS = {"secret": 0, "stop": 1, "match": 2, "line": 3}
 
 
 @lru_cache(maxsize=16)

@@ -240,21 +240,32 @@ class RuleSet:
         self._prefixes = {lit: [other for other in own if lit.startswith(other)] for lit in own}
         self._alternations: dict[frozenset, object] = {}  # literals left out -> the alternation of the rest
         self._native: list = []  # [re2bulk.Located or None], once asked for
-        self._walks: list | None = None  # passes(), once asked for
 
     def native(self) -> "re2bulk.Located | None":
-        """The literal search and located rules built into re2bulk (None without it)."""
+        """The rules built into re2bulk's library (None without it, or if the system RE2
+        refuses any part): the literal search, the located rules, the rules walked through
+        their cores, and each one's judge."""
         if not self._native:
-            literals = list(self._entries)
-            ids = {lit: i for i, lit in enumerate(literals)}
-            tables = [(self._entries[lit], [ids[p] for p in self._prefixes[lit]], sorted(self._located_by[lit])) for lit in literals]
-            located = [
-                (i, rule.regex.pattern, rule.open_ended, [] if rule.gate_implied else [ids[kw] for kw in rule.keywords])
-                for i, rule in enumerate(self.rules)
-                if rule.locators is not None
-            ]
-            self._native.append(re2bulk.Located.of(literals, tables, located, len(self.rules), _options().max_mem))
+            self._native.append(self._build_native())
         return self._native[0]
+
+    def _build_native(self) -> "re2bulk.Located | None":
+        literals = list(self._entries)
+        ids = {lit: i for i, lit in enumerate(literals)}
+        tables = [(self._entries[lit], [ids[p] for p in self._prefixes[lit]], sorted(self._located_by[lit])) for lit in literals]
+        native = re2bulk.Located.new(literals, tables, len(self.rules), _options().max_mem)
+        if native is None:
+            return None
+        for i, rule in enumerate(self.rules):
+            if rule.locators is not None:
+                native.locate(i, rule.regex.pattern, rule.open_ended, [] if rule.gate_implied else [ids[kw] for kw in rule.keywords])
+            elif rule.groups is not None:
+                native.walker(i, rule.core.pattern, rule.groups.pattern, rule.core_before, rule.prefix_bytes)
+            else:
+                continue
+            subjects, together = _subjects(self.global_allow + rule.allowlists)
+            native.judge(i, rule.entropy, rule.id.startswith("generic"), bool(together), subjects)
+        return native.ready()
 
     def _alternation(self, left_out: frozenset):
         found = self._alternations.get(left_out)
@@ -275,15 +286,10 @@ class RuleSet:
         return len(self.rules) - len(self._whole)
 
     def passes(self) -> list:
-        """The whole-text passes `scan` may make that can run ahead, as (regex, re2bulk twin):
-        the rules found through their cores (generic-api-key), each whole (re2bulk.CoreWalk)."""
-        if self._walks is None:
-            self._walks = [
-                (rule.core, re2bulk.CoreWalk.of(rule.core, rule.groups, rule.core_before, rule.prefix_bytes))
-                for rule in self.rules
-                if rule.groups is not None
-            ]
-        return self._walks
+        """The whole-text passes `scan` may make that can run ahead, as (key, re2bulk pass):
+        the rules walked through their cores (generic-api-key), judged, in one pass."""
+        native = self.native()
+        return [(native, native)] if native is not None else []
 
     def scan(self, data: bytes, prefetched: "re2bulk.Prefetched | None" = None) -> list[Finding]:
         """Every finding of every rule: the same as `scan_whole`, faster. `prefetched`: this
@@ -316,8 +322,7 @@ class RuleSet:
             ids, crowded, records = found
             present = {native.literals[i] for i in ids}
             crowded = set(crowded)
-            for rule_index, matches in _by_rule(records):
-                self._judge(self.rules[rule_index], data, matches, findings)
+            self._take(records, data, findings)
             windows = {}
         else:
             windows, present, crowded = self._locate(data, lowered)
@@ -329,6 +334,7 @@ class RuleSet:
                 else:
                     self._scan_regions(rule, data, _merged(windows[i]), findings)
         whole = [(0, len(data))]
+        walked = None
         for i in sorted(set(self._whole) | crowded):
             rule = self.rules[i]
             if not rule.gate_implied and not any(kw in present for kw in rule.keywords):
@@ -336,7 +342,14 @@ class RuleSet:
             if not all(any(lit in present for lit in req) for req in rule.needs):
                 continue
             if rule.groups is not None:
-                self._core_matches(rule, findings, data, prefetched)
+                if native is None:
+                    self._judge(rule, data, self._walk(rule, data), findings)
+                    continue
+                if walked is None:
+                    # Run ahead on the worker when it was started; else here, natively.
+                    flat = prefetched.spans(native) if prefetched is not None else None
+                    walked = _by_rule(flat if flat is not None else native.walk(data))
+                self._take(walked.get(i, []), data, findings)
                 continue
             regions = self._core_regions(rule, data) if rule.core is not None else whole
             if regions:
@@ -480,29 +493,20 @@ class RuleSet:
                 matches.append(_quad(spans))
         self._judge(rule, data, matches, findings)
 
-    def _core_matches(self, rule: Rule, findings: list[Finding], data: bytes, prefetched=None) -> None:
-        """A rule that is a lazy class repeat (at most `before` bytes) then its core, without
-        running the rule. From a position, the rule's leftmost match takes the leftmost place
-        c where the core matches: no place before c can start one (its prefix would have to
-        reach a core match, and there is none before c), and the earliest start that reaches
-        c is the furthest back, at most `before` bytes and not past the position, that the
-        bytes before c stay in the class. The lazy prefix stops at the first core match, so
-        the rest of the match is the core's own match at c, groups and all, and the next
-        search starts where it ends, as the core's own next search does.
-
-        `prefetched`: the same walk run ahead in the system RE2 (re2bulk.CoreWalk, on the
-        worker), which takes each core match's groups from the core with its groups anchored
-        at both its ends: the match RE2 picks at a start is its most preferred parse there,
-        so it is also the most preferred of those ending where that one does."""
-        flat = prefetched.spans(rule.core) if prefetched is not None else None
-        if flat is not None:
-            matches = [tuple(flat[k : k + 4]) for k in range(0, len(flat), 4)]
-        else:
-            matches = self._walk(rule, data)
-        self._judge(rule, data, matches, findings)
-
     def _walk(self, rule: Rule, data: bytes) -> list[tuple[int, int, int, int]]:
-        """_core_matches' matches, by live searches on this thread."""
+        """The matches of a rule that is a lazy class repeat (at most `before` bytes) then its
+        core, without running the rule. From a position, the rule's leftmost match takes the
+        leftmost place c where the core matches: no place before c can start one (its prefix
+        would have to reach a core match, and there is none before c), and the earliest
+        start that reaches c is the furthest back, at most `before` bytes and not past the
+        position, that the bytes before c stay in the class. The lazy prefix stops at the
+        first core match, so the rest of the match is the core's own match at c, groups and
+        all, and the next search starts where it ends, as the core's own next search does.
+
+        re2bulk's walk (on long texts) finds each core match capture-free and takes its
+        groups from the core with its groups anchored at both its ends: the match RE2 picks
+        at a start is its most preferred parse there, so it is also the most preferred of
+        those ending where that one does."""
         search = rule.groups._regexp.Match
         before, chars = rule.core_before, rule.prefix_bytes
         n = len(data)
@@ -518,6 +522,20 @@ class RuleSet:
             matches.append(_quad([(start, e)] + spans[1:]))
             pos = e if e > start else e + 1
         return matches
+
+    def _take(self, records: list[int], data: bytes, findings: list[Finding]) -> None:
+        """re2bulk's judged records (six ints each: rule, decided, match and secret spans):
+        its findings, and the matches it left undecided judged here."""
+        rules = self.rules
+        undecided: dict[int, list] = {}
+        for k in range(0, len(records), 6):
+            i = records[k]
+            if records[k + 1]:
+                findings.append(Finding(records[k + 4], records[k + 5], rules[i].id))
+            else:
+                undecided.setdefault(i, []).append((records[k + 2], records[k + 3], records[k + 4], records[k + 5]))
+        for i, quads in undecided.items():
+            self._judge(rules[i], data, quads, findings)
 
     def _judge(self, rule: Rule, data: bytes, matches: list, findings: list[Finding]) -> None:
         """gitleaks' checks on each match, given as (match start, match end, secret start,
@@ -557,13 +575,8 @@ class _Verdicts:
     __slots__ = ("secret", "match", "line", "stop", "together", "empty", "_line_seen")
 
     def __init__(self, allowlists: list[Allowlist]):
-        live = [a for a in allowlists if not a.never()]
-        merged = [a for a in live if a.either()]
-        self.together = [a for a in live if not a.either()]
-        self.secret = _set([p for a in merged if a.target == "secret" for p in a.patterns])
-        self.match = _set([p for a in merged if a.target == "match" for p in a.patterns])
-        self.line = _set([p for a in merged if a.target == "line" for p in a.patterns])
-        self.stop = _set([re2.escape(w) for a in merged for w in a.words])
+        subjects, self.together = _subjects(allowlists)
+        self.secret, self.match, self.line, self.stop = (_set(subjects[k]) for k in ("secret", "match", "line", "stop"))
         self.empty = not self.together and all(x is None for x in (self.secret, self.match, self.line, self.stop))
         # The line verdict last asked for: findings on one line share it, so a long line with
         # many findings is searched once, not once per finding.
@@ -590,6 +603,17 @@ class _Verdicts:
             return False
         line = data[span[0] : span[1]]
         return any(a.allows(secret, match, line) for a in self.together)
+
+
+def _subjects(allowlists: list[Allowlist]) -> tuple[dict[str, list[bytes]], list[Allowlist]]:
+    """The patterns of the allowlists that fire on any one check, merged by what they are
+    asked about (secret, stopwords on the lower-cased secret, match, line), and the
+    allowlists whose checks fire only together. Those never firing on tool output are gone."""
+    live = [a for a in allowlists if not a.never()]
+    merged = [a for a in live if a.either()]
+    subjects = {k: [p.encode() for a in merged if a.target == k for p in a.patterns] for k in ("secret", "match", "line")}
+    subjects["stop"] = [re2.escape(w) for a in merged for w in a.words]
+    return subjects, [a for a in live if not a.either()]
 
 
 def _set(patterns: list):
@@ -628,18 +652,12 @@ def _secret_span(spans) -> tuple[int, int]:
     return spans[0]
 
 
-def _by_rule(records: list[int]):
-    """re2bulk.Located's flat records, five ints each, as (rule, [(ms, me, s, e), ...])
-    per rule in order."""
-    rule, matches = -1, []
-    for k in range(0, len(records), 5):
-        if records[k] != rule:
-            if matches:
-                yield rule, matches
-            rule, matches = records[k], []
-        matches.append((records[k + 1], records[k + 2], records[k + 3], records[k + 4]))
-    if matches:
-        yield rule, matches
+def _by_rule(records: list[int]) -> dict[int, list[int]]:
+    """re2bulk's flat records, six ints each, by rule."""
+    out: dict[int, list[int]] = {}
+    for k in range(0, len(records), 6):
+        out.setdefault(records[k], []).extend(records[k : k + 6])
+    return out
 
 
 def _quad(spans) -> tuple[int, int, int, int]:

@@ -25,7 +25,7 @@ from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
 from assay.policies import re2bulk, re2util
 from assay.policies.redaction import Redactor, default_rules
-from assay.policies.secret_rules import RuleSet
+from assay.policies.secret_rules import RuleSet, load_rules
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,29 +113,40 @@ def test_every_pass_lists_the_same_matches_on_generated_bytes(text, junk):
         assert bulk.spans(data) == _live(regex, data)
 
 
-def _walks():
+def _findings(found) -> list:
+    return sorted((f.start, f.end, f.kind) for f in found)
+
+
+def _walked_natively(data: bytes) -> list:
     rules = default_rules()
-    walks = rules.passes()
-    assert walks and all(walk is not None for _, walk in walks), "generic-api-key has no system-RE2 walk"
-    return [(next(r for r in rules.rules if r.core is core), walk) for core, walk in walks]
+    native = rules.native()
+    assert native is not None and rules.passes() == [(native, native)], re2bulk.unavailable()
+    found = []
+    rules._take(native.walk(data), data, found)
+    return _findings(found)
 
 
-def test_the_core_walk_finds_what_the_live_walk_finds_on_the_dense_corpus(corpus):
+def _walked_in_python(data: bytes) -> list:
+    rules = default_rules()
+    found = []
+    for rule in rules.rules:
+        if rule.groups is not None:
+            rules._judge(rule, data, rules._walk(rule, data), found)
+    return _findings(found)
+
+
+def test_the_native_walk_finds_what_the_python_walk_finds_on_the_dense_corpus(corpus):
     data = corpus.text.encode()
-    found = 0
-    for rule, walk in _walks():
-        quads = walk.spans(data)
-        assert quads == [x for quad in default_rules()._walk(rule, data) for x in quad], rule.id
-        found += len(quads) // 4
-    assert found > 250
+    found = _walked_natively(data)
+    assert found == _walked_in_python(data)
+    assert len(found) > 200
 
 
 @_SETTINGS
 @given(text=_pieces, junk=st.binary(max_size=40))
-def test_the_core_walk_finds_what_the_live_walk_finds_on_generated_bytes(text, junk):
+def test_the_native_walk_finds_what_the_python_walk_finds_on_generated_bytes(text, junk):
     data = text.encode("utf-8", "surrogatepass") + junk + text.encode()
-    for rule, walk in _walks():
-        assert walk.spans(data) == [x for quad in default_rules()._walk(rule, data) for x in quad]
+    assert _walked_natively(data) == _walked_in_python(data)
 
 
 def test_more_matches_than_one_call_returns():
@@ -306,7 +317,7 @@ def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
         raise MemoryError("no room for the match list")
 
     monkeypatch.setattr(re2bulk.Bulk, "spans", broken)
-    monkeypatch.setattr(re2bulk.CoreWalk, "spans", broken)
+    monkeypatch.setattr(re2bulk.Located, "spans", broken)
     redactor = _redactor(corpus.known_values)
     assert redactor._ahead(text.encode()) is not None
     assert redactor.redact(text) == expected
@@ -332,3 +343,78 @@ def test_a_forked_child_gets_its_own_worker(corpus):
     os.waitpid(pid, 0) if ready else os.kill(pid, 9)
     assert ready, "the forked child's redaction hung"
     assert os.read(read, 1) == b"1"
+
+
+# -- the native judge decides as RuleSet._judge does ------------------------------------------
+
+_CUSTOM = """
+[allowlist]
+regexes = ['''^allowedsecret''']
+stopwords = ["example"]
+
+[[rules]]
+id = "tie-token"
+regex = '''\\btie_([a-z0-9]{16})\\b'''
+keywords = ["tie_"]
+entropy = 3.0
+
+[[rules]]
+id = "together-token"
+regex = '''\\btog_([a-z0-9]{16})\\b'''
+keywords = ["tog_"]
+[[rules.allowlists]]
+condition = "AND"
+regexes = ['''^[a-z]+$''']
+stopwords = ["zzz"]
+
+[[rules]]
+id = "lined-token"
+regex = '''\\blin_([a-z0-9]{16})\\b'''
+keywords = ["lin_"]
+[[rules.allowlists]]
+regexTarget = "line"
+regexes = ['''# not a secret''']
+"""
+
+
+@pytest.fixture
+def custom(monkeypatch):
+    monkeypatch.setattr(re2bulk, "MIN_BYTES", 0)  # every text takes the native path
+    rules = load_rules(_CUSTOM)
+    assert rules.native() is not None, re2bulk.unavailable()
+    return rules
+
+
+def test_an_entropy_on_the_threshold_is_left_to_python(custom):
+    # 8 bytes twice each: exactly 3.0 bits, not above the rule's 3.0; 10 distinct: 3.25.
+    data = b"x tie_aabbccddeeffgghh y tie_abcdefghijabcdef z"
+    _, _, records = custom.native().scan(data, data.lower())
+    decided = {(records[k + 4], records[k + 5]): records[k + 1] for k in range(0, len(records), 6)}
+    assert decided == {(6, 22): 0, (29, 45): 1}  # the tie undecided, the other a finding
+    assert _findings(custom.scan(data)) == _findings(custom.scan_whole(data)) == [(29, 45, "tie-token")]
+
+
+def test_allowlists_that_fire_only_together_are_asked_in_python(custom):
+    data = b"tog_abcdefghzzzabcde tog_abcdefgh12345678 tog_abcdefghijklmnop\n"
+    _, _, records = custom.native().scan(data, data.lower())
+    assert records and not any(records[k + 1] for k in range(0, len(records), 6))
+    found = _findings(custom.scan(data))
+    assert found == _findings(custom.scan_whole(data))
+    # letters only and holding "zzz": allowed; either alone is not enough
+    assert [(s, e) for s, e, _ in found] == [(25, 41), (46, 62)]
+
+
+def test_global_stopword_secret_and_line_allowlists_apply_natively(custom):
+    lines = [
+        b"lin_allowedsecret123",  # the secret allowlist: ^allowedsecret
+        b"lin_abcexample123456",  # a stopword inside the secret
+        b"lin_abcd1234efgh5678 # not a secret",  # the line allowlist
+        b"lin_abcd1234efgh5679",  # kept
+        b"lin_abcd1234efgh5670 and lin_abcd1234efgh5671 # not a secret",
+    ]
+    data = b"\n".join(lines) + b"\n"
+    rule = next(r for r in custom.rules if r.id == "lined-token")
+    assert len(list(re2util.match_spans(rule.regex, data))) == 6  # each one a match to judge
+    found = _findings(custom.scan(data))
+    assert found == _findings(custom.scan_whole(data))
+    assert [data[s:e] for s, e, _ in found] == [b"abcd1234efgh5679"]
