@@ -13,6 +13,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections import _count_elements
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import re2
@@ -170,6 +171,16 @@ def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
     return "high-entropy" if entropy(body) >= (_B64_AT[n] if n <= _TABLED else _threshold(_B64_P1, n)) else None
 
 
+@lru_cache(maxsize=1)
+def native() -> "re2bulk.Entropy | None":
+    """This detector built into re2bulk's library, or None without it."""
+    beyond = _TABLED + 1
+    return re2bulk.Entropy.of(_CANDIDATE, _HASH_LABEL, _HEX_AT, _B64_AT, _threshold(_HEX_P1, beyond), _threshold(_B64_P1, beyond))
+
+
+_KINDS = {1: "high-entropy-hex", 2: "high-entropy"}
+
+
 def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None, search=None) -> list[Finding]:
     """Every maximal run of the base64 alphabet (with up to two '=' after it) that
     `is_high_entropy` takes for a token.
@@ -178,7 +189,19 @@ def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None,
     (redaction.py merges overlapping findings and names them after the higher-ranked one).
     A token wholly inside one of them would change nothing there, so it is not checked.
     `search`: `next(pos)` for _CANDIDATE over `data` (a re2bulk cursor), else a live search.
+    Texts of re2bulk.MIN_BYTES and more are searched and judged in re2bulk's library, which
+    leaves to `is_high_entropy` only an entropy within 1e-9 of its threshold.
     """
+    found = native() if len(data) >= re2bulk.MIN_BYTES else None
+    if found is not None:
+        out = []
+        flat = found.find(data, covered or [])
+        for k in range(0, len(flat), 4):
+            s, e, end, kind = flat[k : k + 4]
+            name = _KINDS.get(kind) or is_high_entropy(data[s:e], data[max(0, s - 24) : s])
+            if name:
+                out.append(Finding(s, end, name))
+        return out
     out: list[Finding] = []
     if search is None:
         search = re2bulk.live_cursor(_CANDIDATE, data)

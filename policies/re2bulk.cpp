@@ -10,6 +10,7 @@
 //    each judging its matches as RuleSet._judge does, except where the entropy is within
 //    1e-9 of the rule's threshold or the rule has allowlists that fire only together: those
 //    matches go back to Python, which decides them exactly.
+// 3. entropy_*: entropy.find_high_entropy, with the same exception for near ties.
 #include <re2/re2.h>
 #include <re2/set.h>
 
@@ -476,15 +477,8 @@ int64_t* located_walk(void* handle, const char* data, int64_t n, int64_t* size) 
     const int nsub = static_cast<int>(sub.size());
     int64_t pos = 0;
     while (pos <= n) {
-      if (!rule.core->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) break;
-      int64_t c = found.data() - data, e = c + static_cast<int64_t>(found.size());
-      // The match RE2 picks at a start is its most preferred parse there, so also the most
-      // preferred of those ending at e: the groups anchored at both ends.
-      if (!rule.groups->Match(text, static_cast<size_t>(c), static_cast<size_t>(e), RE2::ANCHOR_BOTH, sub.data(), nsub)) {
-        if (!rule.groups->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, sub.data(), nsub)) break;
-        c = sub[0].data() - data;
-        e = c + static_cast<int64_t>(sub[0].size());
-      }
+      if (!rule.groups->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, sub.data(), nsub)) break;
+      int64_t c = sub[0].data() - data, e = c + static_cast<int64_t>(sub[0].size());
       int64_t lo = std::max(pos, c - rule.core_before);
       int64_t start = c;
       while (start > lo && rule.in_prefix[static_cast<uint8_t>(data[start - 1])]) --start;
@@ -492,6 +486,135 @@ int64_t* located_walk(void* handle, const char* data, int64_t n, int64_t* size) 
       judge(index, rule, quad_of(data, sub));
       pos = e > start ? e : e + 1;
     }
+  }
+  return released(out, size);
+}
+
+// entropy.py's detector: its candidate regex (Latin-1), its hash-label regex, and the
+// thresholds by length (hex and base64, `size` entries each, then one value for any longer).
+struct Entropy {
+  std::unique_ptr<RE2> candidate, hash_label;
+  std::vector<double> hex_at, b64_at;
+  double hex_beyond, b64_beyond;
+};
+
+void* entropy_new(const char* candidate, int64_t candidate_size, const char* hash_label, int64_t hash_size, const double* hex_at, const double* b64_at, int64_t size, double hex_beyond, double b64_beyond, int64_t max_mem) {
+  std::unique_ptr<Entropy> h(new Entropy());
+  h->candidate = compiled(candidate, candidate_size, make_options(max_mem, 1, 1));
+  h->hash_label = compiled(hash_label, hash_size, make_options(max_mem, 0, 1));
+  if (!h->candidate || !h->hash_label) return nullptr;
+  h->hex_at.assign(hex_at, hex_at + size);
+  h->b64_at.assign(b64_at, b64_at + size);
+  h->hex_beyond = hex_beyond;
+  h->b64_beyond = b64_beyond;
+  return h.release();
+}
+
+void entropy_free(void* handle) { delete static_cast<Entropy*>(handle); }
+
+}  // extern "C"
+
+namespace {
+
+bool in_run(uint8_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' || c == '_' || c == '-'; }
+bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+bool is_lower(uint8_t c) { return c >= 'a' && c <= 'z'; }
+bool is_upper(uint8_t c) { return c >= 'A' && c <= 'Z'; }
+bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+enum Verdict { kUndecided = 0, kHex = 1, kBase64 = 2, kNot = 3 };
+
+// entropy.is_high_entropy on data[s:e] (`before`: the up to 24 bytes before it).
+Verdict judge_token(const Entropy& h, const char* data, int64_t s, int64_t e) {
+  const uint8_t* body = reinterpret_cast<const uint8_t*>(data + s);
+  int64_t n = e - s;
+  while (n > 0 && body[n - 1] == '=') --n;
+  auto decide = [](double value, double threshold, Verdict kind) {
+    if (std::fabs(value - threshold) < kNearTie) return kUndecided;
+    return value >= threshold ? kind : kNot;
+  };
+  if (n >= 32 && std::all_of(body, body + n, is_hex)) {
+    int64_t digits = std::count_if(body, body + n, is_digit);
+    if (digits == 0 || digits == n) return kNot;  // needs both digits and letters
+    int64_t lo = std::max<int64_t>(0, s - 24);
+    if (h.hash_label->Match(re2::StringPiece(data + lo, static_cast<size_t>(s - lo)), 0, static_cast<size_t>(s - lo), RE2::UNANCHORED, nullptr, 0)) return kNot;
+    double threshold = n < static_cast<int64_t>(h.hex_at.size()) ? h.hex_at[n] : h.hex_beyond;
+    return decide(entropy_of(data + s, n), threshold, kHex);
+  }
+  if (n < 20) return kNot;
+  if (std::none_of(body, body + n, is_upper) || std::none_of(body, body + n, is_lower)) return kNot;
+  if (std::none_of(body, body + n, is_digit)) return kNot;
+  // A path or URL is words between slashes; random base64 almost never has two or more
+  // segments in plain lower case.
+  if (std::find(body, body + n, '/') != body + n) {
+    int64_t segments = 0, wordy = 0, start = 0;
+    for (int64_t i = 0; i <= n; ++i) {
+      if (i < n && body[i] != '/') continue;
+      ++segments;
+      const uint8_t* seg = body + start;
+      int64_t len = i - start;
+      // bytes.islower() and isalnum(): letters and digits only, a lower-case letter, no upper
+      if (len >= 2 && std::all_of(seg, seg + len, [](uint8_t c) { return is_digit(c) || is_lower(c) || is_upper(c); }) && std::any_of(seg, seg + len, is_lower) &&
+          std::none_of(seg, seg + len, is_upper))
+        ++wordy;
+      start = i + 1;
+    }
+    if (wordy >= std::max<int64_t>(2, segments / 2)) return kNot;
+  }
+  double threshold = n < static_cast<int64_t>(h.b64_at.size()) ? h.b64_at[n] : h.b64_beyond;
+  return decide(entropy_of(data + s, n), threshold, kBase64);
+}
+
+}  // namespace
+
+extern "C" {
+
+// entropy.find_high_entropy over `data`, `covered` (pairs, sorted, disjoint) the spans a
+// higher-ranked detector found. Returns a malloc'd array of (start, end, token end, kind)
+// per token: kind 1 hex, 2 base64, 0 undecided (an entropy within 1e-9 of its threshold:
+// Python asks is_high_entropy on data[start:token end]). Free it with bulk_release.
+int64_t* entropy_find(void* handle, const char* data, int64_t n, const int64_t* covered, int64_t n_covered, int64_t* size) {
+  const Entropy& h = *static_cast<Entropy*>(handle);
+  re2::StringPiece text(data, static_cast<size_t>(n)), found;
+  const uint8_t* bytes = reinterpret_cast<const uint8_t*>(data);
+  std::vector<int64_t> out;
+  int64_t pos = 0;
+  while (pos < n) {
+    if (!h.candidate->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) break;
+    int64_t s = found.data() - data, e = s + static_cast<int64_t>(found.size());
+    pos = e;
+    if (!in_run(bytes[s])) ++s;  // the byte before the run
+    if (e < n && in_run(bytes[e])) {
+      // A 32-hex-digit start of a longer run that is not all hex: no check would accept it.
+      int64_t end = e;
+      while (end < n && in_run(bytes[end])) ++end;
+      pos = end;
+      continue;
+    }
+    int64_t end = e;
+    while (end < n && end < e + 2 && bytes[end] == '=') ++end;  // '=' padding belongs to the token
+    if (n_covered) {
+      // The last covered span starting at or before s.
+      int64_t lo = 0, hi = n_covered;
+      while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (covered[2 * mid] <= s) lo = mid + 1; else hi = mid;
+      }
+      int64_t i = lo - 1;
+      if (i >= 0 && end <= covered[2 * i + 1]) {
+        // Inside a covered span: so are the runs after it, up to the run (or '=' padding)
+        // the span ends in. Go on from the byte before that last run.
+        int64_t b = covered[2 * i + 1];
+        if (b > e) {
+          int64_t k = b;
+          while (k > e && (in_run(bytes[k - 1]) || bytes[k - 1] == '=')) --k;
+          pos = k - 1;
+        }
+        continue;
+      }
+    }
+    Verdict v = judge_token(h, data, s, e);
+    if (v != kNot) out.insert(out.end(), {s, e, end, static_cast<int64_t>(v)});
   }
   return released(out, size);
 }

@@ -124,6 +124,12 @@ def library():
     lib.located_scan.argtypes = [ptr, ctypes.c_char_p, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
     lib.located_walk.restype = ctypes.POINTER(i64)
     lib.located_walk.argtypes = [ptr, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
+    lib.entropy_new.restype = ptr
+    lib.entropy_new.argtypes = [ctypes.c_char_p, i64, ctypes.c_char_p, i64, ptr, ptr, i64, ctypes.c_double, ctypes.c_double, i64]
+    lib.entropy_free.restype = None
+    lib.entropy_free.argtypes = [ptr]
+    lib.entropy_find.restype = ctypes.POINTER(i64)
+    lib.entropy_find.argtypes = [ptr, ctypes.c_char_p, i64, ptr, i64, ctypes.POINTER(i64)]
     lib.bulk_release.restype = None
     lib.bulk_release.argtypes = [ctypes.POINTER(i64)]
     return lib
@@ -288,6 +294,45 @@ class Located:
 _SUBJECTS = {"secret": 0, "stop": 1, "match": 2, "line": 3}
 
 
+class Entropy:
+    """entropy.find_high_entropy built into the library (re2bulk.cpp's entropy_*): the
+    candidate search and the checks on each candidate in one call, on the calling thread."""
+
+    __slots__ = ("_handle", "_lib")
+
+    def __init__(self, lib, handle: int):
+        self._lib, self._handle = lib, handle
+
+    @classmethod
+    def of(cls, candidate, hash_label, hex_at: list[float], b64_at: list[float], hex_beyond: float, b64_beyond: float) -> "Entropy | None":
+        """`candidate` and `hash_label`: entropy.py's regexes (as google-re2 compiled them);
+        `hex_at`, `b64_at`: the thresholds by length, `*_beyond` for any longer."""
+        lib = library()
+        if lib is None or len(hex_at) != len(b64_at):
+            return None
+        hexes, b64s = (np.ascontiguousarray(t, dtype=np.float64) for t in (hex_at, b64_at))
+        handle = lib.entropy_new(candidate.pattern, len(candidate.pattern), hash_label.pattern, len(hash_label.pattern), hexes.ctypes.data, b64s.ctypes.data, len(hex_at), hex_beyond, b64_beyond, candidate.options.max_mem)
+        if not handle:
+            _why_not.append("the system RE2 cannot compile the entropy detector's regexes")
+            return None
+        return cls(lib, handle)
+
+    def find(self, data: bytes, covered: list[tuple[int, int]]) -> list[int]:
+        """Flat (start, end, token end, kind) per token: kind 1 hex, 2 base64, 0 undecided
+        (an entropy within 1e-9 of its threshold, for is_high_entropy to settle)."""
+        spans = _ints([x for span in covered for x in span])
+        size = ctypes.c_int64(0)
+        flat = _taken(self._lib, self._lib.entropy_find(self._handle, data, len(data), spans.ctypes.data, len(covered), ctypes.byref(size)), size)
+        if flat is None:
+            raise MemoryError("re2bulk.entropy_find could not allocate its result")
+        return flat
+
+    def __del__(self):
+        if self._handle:
+            self._lib.entropy_free(self._handle)
+            self._handle = 0
+
+
 @lru_cache(maxsize=16)
 def shared(regex) -> Bulk | None:
     """The Bulk twin of a module-level regex (they live for the process; google-re2's
@@ -354,25 +399,32 @@ def _worker() -> ThreadPoolExecutor:
 
 
 class Prefetched:
-    """The whole-text passes of one text, running (in the order given) on the worker."""
+    """The whole-text passes of one text, queued (in the order given) on the worker. A pass
+    the worker has not started when the calling thread needs it is taken back and run on
+    the calling thread: waiting for the worker to reach it would leave a core idle."""
 
-    __slots__ = ("data", "_futures")
+    __slots__ = ("data", "_passes", "stolen")
 
-    def __init__(self, data: bytes, futures: dict[int, Future]):
-        self.data, self._futures = data, futures
+    def __init__(self, data: bytes, passes: dict[int, tuple[object, Future]]):
+        self.data, self._passes = data, passes
+        self.stolen = 0  # passes run on the calling thread (for the tests and the bench)
 
     def spans(self, regex) -> list[int] | None:
-        """The flat match list of `regex`, waiting for it; None if it was not prefetched, or
+        """The result of `regex`'s pass, waiting for it; None if it was not prefetched, or
         if the pass failed (out of memory, say): the detector then searches live, since a
         way of going faster must never be a way of redacting less."""
-        future = self._futures.get(id(regex))
-        if future is None:
+        queued = self._passes.get(id(regex))
+        if queued is None:
             return None
+        twin, future = queued
         try:
+            if future.cancel():  # not started: run it here
+                self.stolen += 1
+                return twin.spans(self.data)
             return future.result()
         except Exception as exc:  # noqa: BLE001 - any failure falls back to the live search
-            log.warning("a whole-text pass failed on the re2bulk thread (%s); searching live", type(exc).__name__)
-            self._futures.pop(id(regex), None)
+            log.warning("a whole-text pass failed (%s); searching live", type(exc).__name__)
+            self._passes.pop(id(regex), None)
             return None
 
     def cursor(self, regex):
@@ -392,7 +444,7 @@ def prefetch(data: bytes, passes: list[tuple[object, Bulk | None]]) -> Prefetche
     if not live:
         return None
     worker = _worker()
-    return Prefetched(data, {id(regex): worker.submit(bulk.spans, data) for regex, bulk in live})
+    return Prefetched(data, {id(regex): (bulk, worker.submit(bulk.spans, data)) for regex, bulk in live})
 
 
 if __name__ == "__main__":  # `make install`: build once, so no gateway pays for it

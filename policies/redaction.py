@@ -203,20 +203,23 @@ class Redactor:
             scan = bytes(masked)
         ahead = self._ahead(scan)
         raw: list[tuple[int, int, int, str, str]] = []
+        if self._pii:
+            # First: its pass is queued last, so this thread runs it (re2bulk.Prefetched)
+            # while the worker runs the passes the rules and known values need.
+            matches = ahead.spans(_pii._PATTERN) if ahead is not None else None
+            for f in _pii.find_pii(scan, matches):
+                raw.append((f.start, f.end, _PRIORITY["pii"], "PII", f.kind))
         for f in self._rules.scan(scan, ahead):
             raw.append((f.start, f.end, _PRIORITY["rule"], "SECRET", f.kind))
         for f in self._known.find(scan, ahead):
             raw.append((f.start, f.end, _PRIORITY["known"], "SECRET", f.kind))
         if self._entropy:
-            # A token inside a span the detectors above found merges into it and takes its
-            # name, so the entropy detector need not judge it.
+            # A token inside a span a higher-ranked detector (rules, known values) found
+            # merges into it and takes its name, so the entropy detector need not judge it.
             search = ahead.cursor(_entropy._CANDIDATE) if ahead is not None else None
-            for f in _entropy.find_high_entropy(scan, _union([(s, e) for s, e, *_ in raw]), search):
+            covered = _union([(s, e) for s, e, prio, *_ in raw if prio < _PRIORITY["entropy"]])
+            for f in _entropy.find_high_entropy(scan, covered, search):
                 raw.append((f.start, f.end, _PRIORITY["entropy"], "SECRET", f.kind))
-        if self._pii:
-            matches = ahead.spans(_pii._PATTERN) if ahead is not None else None
-            for f in _pii.find_pii(scan, matches):
-                raw.append((f.start, f.end, _PRIORITY["pii"], "PII", f.kind))
         if not raw:
             return []
         raw.sort()
@@ -239,7 +242,7 @@ class Redactor:
         if len(scan) < re2bulk.MIN_BYTES:
             return None
         passes = self._rules.passes() + self._known.passes()
-        if self._entropy:
+        if self._entropy and _entropy.native() is None:
             passes.append((_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)))
         if self._pii:
             passes.append((_pii._PATTERN, re2bulk.shared(_pii._PATTERN)))

@@ -9,12 +9,15 @@ byte tests that skip a kind never skip the kind that matched.
 from __future__ import annotations
 
 import string
+from contextlib import contextmanager
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
+from assay.policies import re2bulk
 from assay.policies import re2util
 from assay.policies.redaction import Redactor, default_rules
 
@@ -73,11 +76,56 @@ _tokenish = st.lists(
 ).map("".join)
 
 
+@contextmanager
+def _native_entropy():
+    """find_high_entropy in re2bulk's library whatever the text's length."""
+    saved = re2bulk.MIN_BYTES
+    re2bulk.MIN_BYTES = 0
+    try:
+        yield
+    finally:
+        re2bulk.MIN_BYTES = saved
+
+
+def _both(find):
+    """`find()` in Python, and (when the library is there) natively: they must agree."""
+    plain = find()
+    if NATIVE:
+        with _native_entropy():
+            assert find() == plain
+    return plain
+
+
+NATIVE = _entropy.native() is not None
+
+
+def test_the_native_entropy_detector_is_there(need):
+    need(NATIVE, f"re2bulk is not built ({re2bulk.unavailable()}): `make install` installs libre2-dev and builds it")
+
+
 @_SETTINGS
 @given(text=_tokenish)
 def test_entropy_candidates_miss_no_run_the_checks_accept(text):
     data = text.encode("utf-8", "surrogatepass")
-    assert _findings(_entropy.find_high_entropy(data)) == _entropy_reference(data)
+    assert _both(lambda: _findings(_entropy.find_high_entropy(data))) == _entropy_reference(data)
+
+
+@pytest.mark.skipif(not NATIVE, reason="re2bulk is not built")
+def test_an_entropy_on_the_threshold_is_settled_in_python(monkeypatch):
+    # 20 bytes, 10 distinct twice each: exactly log2(10) bits; the threshold set to that value
+    # for length 20 makes the native check undecided, and Python's >= keeps the token.
+    token = b"aB3dE5fG7hJ9kL1mN3pQ"[:10] * 2
+    value = _entropy.entropy(token)
+    monkeypatch.setattr(re2bulk, "MIN_BYTES", 0)
+    assert value < _entropy._B64_AT[20]
+    assert _entropy.native().find(b" " + token + b" ", []) == []  # decided: below the shipped one
+    tables = (list(_entropy._HEX_AT), list(_entropy._B64_AT))
+    tables[1][20] = value
+    tied = re2bulk.Entropy.of(_entropy._CANDIDATE, _entropy._HASH_LABEL, *tables, 0.0, 0.0)
+    assert tied.find(b" " + token + b" ", []) == [1, 21, 21, 0]
+    monkeypatch.setattr(_entropy, "native", lambda: tied)
+    monkeypatch.setattr(_entropy, "_B64_AT", tables[1])
+    assert _findings(_entropy.find_high_entropy(b" " + token + b" ")) == [(1, 21, "high-entropy")]
 
 
 def test_a_token_after_a_non_ascii_character_is_redacted_whole():
@@ -97,8 +145,8 @@ def test_entropy_skips_only_tokens_inside_covered_spans(text, cuts):
     data = text.encode("utf-8", "surrogatepass")
     cuts = sorted(min(c, len(data)) for c in cuts)
     covered = [(cuts[i], cuts[i + 1]) for i in range(0, len(cuts) - 1, 2) if cuts[i] < cuts[i + 1]]
-    everything = _findings(_entropy.find_high_entropy(data))
-    kept = _findings(_entropy.find_high_entropy(data, covered))
+    everything = _both(lambda: _findings(_entropy.find_high_entropy(data)))
+    kept = _both(lambda: _findings(_entropy.find_high_entropy(data, covered)))
     inside = [f for f in everything if any(lo <= f[0] and f[1] <= hi for lo, hi in covered)]
     assert kept == [f for f in everything if f not in inside]
 

@@ -191,6 +191,7 @@ def _without_bulk(monkeypatch):
     """Redaction as without the library: no pass ahead, the located rules in Python."""
     monkeypatch.setattr(re2bulk, "prefetch", lambda data, passes: None)
     monkeypatch.setattr(RuleSet, "native", lambda self: None)
+    monkeypatch.setattr(_entropy, "native", lambda: None)
 
 
 def test_the_dense_corpus_is_redacted_the_same_with_and_without(corpus, monkeypatch):
@@ -306,6 +307,24 @@ def test_switched_off_it_says_why_and_redaction_still_works(corpus):
     why, count = out.stdout.split("\n")[:2]
     assert why == f"switched off ({re2bulk.ENV})"
     assert int(count) == Redactor().redact(text).count("[[SECRET:")
+
+
+def test_a_pass_the_worker_has_not_started_runs_on_the_calling_thread(corpus):
+    data = corpus.text.encode()
+    regex = _pii._PATTERN
+    gate = threading.Event()
+
+    class Held:  # keeps the worker busy until the calling thread has taken the pass back
+        def spans(self, data):
+            gate.wait(30)
+            return []
+
+    ahead = re2bulk.prefetch(data, [(object(), Held()), (regex, re2bulk.shared(regex))])
+    try:
+        assert ahead.spans(regex) == _live(regex, data)
+        assert ahead.stolen == 1
+    finally:
+        gate.set()
 
 
 def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
