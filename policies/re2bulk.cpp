@@ -6,7 +6,7 @@
 // 2. located_*: a RuleSet built once (secret_rules.py), then per text:
 //    - located_scan: the literal search and the located rules' searches around the hits
 //      (RuleSet._locate, _scan_regions, _scan_from), the same steps in the same order;
-//    - located_walk: the rules found through their cores (RuleSet._walk);
+//    - located_walk: a rule found through its core (RuleSet._walk);
 //    each judging its matches as RuleSet._judge does, except where the entropy is within
 //    1e-9 of the rule's threshold or the rule has allowlists that fire only together: those
 //    matches go back to Python, which decides them exactly.
@@ -123,8 +123,8 @@ struct Rule {
   std::unique_ptr<RE2> regex;  // located: the rule's regex; null when not run here
   bool open_ended = false;
   std::vector<int64_t> gate;   // keyword literal ids; empty: the gate is implied
-  // Walked through its core (RuleSet._walk): the core capture-free, the core with groups.
-  std::unique_ptr<RE2> core, groups;
+  // Walked through its core (RuleSet._walk): the core with its groups.
+  std::unique_ptr<RE2> groups;
   int64_t core_before = 0;
   uint8_t in_prefix[256] = {0};
   // The judge.
@@ -193,7 +193,6 @@ struct Located {
   std::vector<std::vector<int64_t>> prefixes;   // literal ids it starts with, itself too
   std::vector<std::vector<int64_t>> located_by;  // rules with a locator on exactly this literal
   std::vector<Rule> rules;
-  std::vector<int64_t> walked;  // rules found through their cores
   std::mutex lock;  // guards `alternations`
   std::map<std::vector<uint8_t>, std::shared_ptr<RE2>> alternations;  // left out -> the rest
 
@@ -314,19 +313,14 @@ int located_rule(void* handle, int64_t rule, const char* pattern, int64_t size, 
 }
 
 // A rule found through its core: a lazy repeat of the bytes `in_prefix` marks (at most
-// `before` of them), then the core. 1 when both regexes compiled.
-int located_walker(void* handle, int64_t rule, const char* core, int64_t core_size, const char* groups, int64_t groups_size, int64_t before, const uint8_t* in_prefix) {
+// `before` of them), then the core, here with its groups. 1 when it compiled.
+int located_walker(void* handle, int64_t rule, const char* groups, int64_t groups_size, int64_t before, const uint8_t* in_prefix) {
   Located* h = static_cast<Located*>(handle);
   Rule& r = h->rules[rule];
-  RE2::Options options = make_options(h->max_mem, 0, 1);
-  r.groups = compiled(groups, groups_size, options);
-  options.set_never_capture(true);
-  r.core = compiled(core, core_size, options);
+  r.groups = compiled(groups, groups_size, make_options(h->max_mem, 0, 1));
   r.core_before = before;
   std::memcpy(r.in_prefix, in_prefix, 256);
-  if (!r.core || !r.groups) return 0;
-  h->walked.push_back(rule);
-  return 1;
+  return r.groups != nullptr;
 }
 
 // The judge of a rule: its entropy threshold (0: none), whether it is a generic-* rule, and
@@ -459,33 +453,30 @@ int64_t* located_scan(void* handle, const char* data, const char* lowered, int64
   return released(out, size);
 }
 
-// RuleSet._walk for every rule found through its core, judged: (rule, decided, ms, me, ss,
+// RuleSet._walk for one rule found through its core, judged: (rule, decided, ms, me, ss,
 // se) per kept match, as located_scan's records. From a position, the rule's leftmost match
 // holds the leftmost core match c; its start is the furthest back, at most `before` bytes and
 // not before the position, that the bytes before c stay in the prefix's class.
-int64_t* located_walk(void* handle, const char* data, int64_t n, int64_t* size) {
+int64_t* located_walk(void* handle, int64_t index, const char* data, int64_t n, int64_t* size) {
   Located* h = static_cast<Located*>(handle);
-  re2::StringPiece text(data, static_cast<size_t>(n)), found;
-  Lines lines{data, n};
+  Rule& rule = h->rules[index];
   std::vector<int64_t> out;
+  if (!rule.groups) return released(out, size);
+  re2::StringPiece text(data, static_cast<size_t>(n));
+  Lines lines{data, n};
   Judge judge{data, n, lines, out};
-  std::vector<re2::StringPiece> sub;
-  for (int64_t index : h->walked) {
-    Rule& rule = h->rules[index];
-    judge.next_rule();
-    sub.assign(static_cast<size_t>(rule.groups->NumberOfCapturingGroups()) + 1, re2::StringPiece());
-    const int nsub = static_cast<int>(sub.size());
-    int64_t pos = 0;
-    while (pos <= n) {
-      if (!rule.groups->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, sub.data(), nsub)) break;
-      int64_t c = sub[0].data() - data, e = c + static_cast<int64_t>(sub[0].size());
-      int64_t lo = std::max(pos, c - rule.core_before);
-      int64_t start = c;
-      while (start > lo && rule.in_prefix[static_cast<uint8_t>(data[start - 1])]) --start;
-      sub[0] = re2::StringPiece(data + start, static_cast<size_t>(e - start));
-      judge(index, rule, quad_of(data, sub));
-      pos = e > start ? e : e + 1;
-    }
+  std::vector<re2::StringPiece> sub(static_cast<size_t>(rule.groups->NumberOfCapturingGroups()) + 1);
+  const int nsub = static_cast<int>(sub.size());
+  int64_t pos = 0;
+  while (pos <= n) {
+    if (!rule.groups->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, sub.data(), nsub)) break;
+    int64_t c = sub[0].data() - data, e = c + static_cast<int64_t>(sub[0].size());
+    int64_t lo = std::max(pos, c - rule.core_before);
+    int64_t start = c;
+    while (start > lo && rule.in_prefix[static_cast<uint8_t>(data[start - 1])]) --start;
+    sub[0] = re2::StringPiece(data + start, static_cast<size_t>(e - start));
+    judge(index, rule, quad_of(data, sub));
+    pos = e > start ? e : e + 1;
   }
   return released(out, size);
 }

@@ -113,7 +113,7 @@ def library():
     lib.located_rule.restype = ctypes.c_int
     lib.located_rule.argtypes = [ptr, i64, ctypes.c_char_p, i64, ctypes.c_int, ptr, i64]
     lib.located_walker.restype = ctypes.c_int
-    lib.located_walker.argtypes = [ptr, i64, ctypes.c_char_p, i64, ctypes.c_char_p, i64, i64, ctypes.c_char_p]
+    lib.located_walker.argtypes = [ptr, i64, ctypes.c_char_p, i64, i64, ctypes.c_char_p]
     lib.located_judge.restype = None
     lib.located_judge.argtypes = [ptr, i64, ctypes.c_double, ctypes.c_int, ctypes.c_int]
     lib.located_allow.restype = None
@@ -123,7 +123,7 @@ def library():
     lib.located_scan.restype = ctypes.POINTER(i64)
     lib.located_scan.argtypes = [ptr, ctypes.c_char_p, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
     lib.located_walk.restype = ctypes.POINTER(i64)
-    lib.located_walk.argtypes = [ptr, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
+    lib.located_walk.argtypes = [ptr, i64, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
     lib.entropy_new.restype = ptr
     lib.entropy_new.argtypes = [ctypes.c_char_p, i64, ctypes.c_char_p, i64, ptr, ptr, i64, ctypes.c_double, ctypes.c_double, i64]
     lib.entropy_free.restype = None
@@ -211,12 +211,13 @@ class Located:
     Built by RuleSet.native: the literals and their tables first, then each rule's parts,
     then `ready()`. Any part the system RE2 refuses leaves the whole of it unused."""
 
-    __slots__ = ("_handle", "_lib", "literals", "ok")
+    __slots__ = ("_handle", "_lib", "literals", "ok", "walks")
 
     def __init__(self, lib, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int):
         """`tables`: per literal, in id order, its entries (six ints each, None as -1), the
         ids of the literals it starts with and the rules it alone locates."""
         self._lib, self.literals, self.ok = lib, literals, True
+        self.walks: dict[int, Walk] = {}
         self._handle = handle = lib.located_new(max_mem, n_rules)
         for lit in literals:
             lib.located_literal(handle, lit, len(lit))
@@ -241,11 +242,13 @@ class Located:
         if not self._lib.located_rule(self._handle, index, pattern, len(pattern), int(open_ended), ids.ctypes.data, len(gate)):
             self._refused(f"rule {index}'s regex")
 
-    def walker(self, index: int, core: bytes, groups: bytes, before: int, prefix_bytes: bytes) -> None:
-        """A rule walked through its core (RuleSet._walk)."""
+    def walker(self, index: int, groups: bytes, before: int, prefix_bytes: bytes) -> None:
+        """A rule walked through its core (RuleSet._walk): the core with its groups, and the
+        lazy prefix's bound and bytes. Its pass is `self.walks[index]`."""
         table = bytes(int(b in prefix_bytes) for b in range(256))
-        if not self._lib.located_walker(self._handle, index, core, len(core), groups, len(groups), before, table):
+        if not self._lib.located_walker(self._handle, index, groups, len(groups), before, table):
             self._refused(f"rule {index}'s core")
+        self.walks[index] = Walk(self, index)
 
     def judge(self, index: int, entropy: float, generic: bool, in_python: bool, subjects: dict[str, list[bytes]]) -> None:
         """How a rule's matches are judged: `subjects` maps secret, stop, match and line to
@@ -275,15 +278,13 @@ class Located:
         c = flat[1 + p]
         return present, flat[2 + p : 2 + p + c], flat[2 + p + c :]
 
-    def walk(self, data: bytes) -> list[int]:
-        """The walked rules' records, as `scan`'s. Also a pass for the worker (`spans`)."""
+    def walk(self, data: bytes, index: int) -> list[int]:
+        """A walked rule's records, as `scan`'s."""
         size = ctypes.c_int64(0)
-        flat = _taken(self._lib, self._lib.located_walk(self._handle, data, len(data), ctypes.byref(size)), size)
+        flat = _taken(self._lib, self._lib.located_walk(self._handle, index, data, len(data), ctypes.byref(size)), size)
         if flat is None:
             raise MemoryError("re2bulk.located_walk could not allocate its result")
         return flat
-
-    spans = walk
 
     def __del__(self):
         if self._handle:
@@ -292,6 +293,18 @@ class Located:
 
 
 _SUBJECTS = {"secret": 0, "stop": 1, "match": 2, "line": 3}
+
+
+class Walk:
+    """One walked rule's pass over a text (Located.walk), to run ahead on the worker."""
+
+    __slots__ = ("located", "index")
+
+    def __init__(self, located: Located, index: int):
+        self.located, self.index = located, index
+
+    def spans(self, data: bytes) -> list[int]:
+        return self.located.walk(data, self.index)
 
 
 class Entropy:
@@ -426,6 +439,12 @@ class Prefetched:
             log.warning("a whole-text pass failed (%s); searching live", type(exc).__name__)
             self._passes.pop(id(regex), None)
             return None
+
+    def drop(self, regex) -> None:
+        """`regex`'s pass will not be asked for: the worker skips it if not started."""
+        queued = self._passes.pop(id(regex), None)
+        if queued is not None:
+            queued[1].cancel()
 
     def cursor(self, regex):
         """`next(pos)` for `regex` over this text: from its matches, or live."""

@@ -260,7 +260,7 @@ class RuleSet:
             if rule.locators is not None:
                 native.locate(i, rule.regex.pattern, rule.open_ended, [] if rule.gate_implied else [ids[kw] for kw in rule.keywords])
             elif rule.groups is not None:
-                native.walker(i, rule.core.pattern, rule.groups.pattern, rule.core_before, rule.prefix_bytes)
+                native.walker(i, rule.groups.pattern, rule.core_before, rule.prefix_bytes)
             else:
                 continue
             subjects, together = _subjects(self.global_allow + rule.allowlists)
@@ -287,9 +287,10 @@ class RuleSet:
 
     def passes(self) -> list:
         """The whole-text passes `scan` may make that can run ahead, as (key, re2bulk pass):
-        the rules walked through their cores (generic-api-key), judged, in one pass."""
+        each rule walked through its core (generic-api-key), judged. `scan` drops the pass
+        of a rule whose gate is closed, so the worker skips it if it has not started it."""
         native = self.native()
-        return [(native, native)] if native is not None else []
+        return [(walk, walk) for walk in native.walks.values()] if native is not None else []
 
     def scan(self, data: bytes, prefetched: "re2bulk.Prefetched | None" = None) -> list[Finding]:
         """Every finding of every rule: the same as `scan_whole`, faster. `prefetched`: this
@@ -334,22 +335,20 @@ class RuleSet:
                 else:
                     self._scan_regions(rule, data, _merged(windows[i]), findings)
         whole = [(0, len(data))]
-        walked = None
         for i in sorted(set(self._whole) | crowded):
             rule = self.rules[i]
-            if not rule.gate_implied and not any(kw in present for kw in rule.keywords):
+            walk = native.walks.get(i) if native is not None else None
+            if (not rule.gate_implied and not any(kw in present for kw in rule.keywords)) or not all(any(lit in present for lit in req) for req in rule.needs):
+                if walk is not None and prefetched is not None:
+                    prefetched.drop(walk)
                 continue
-            if not all(any(lit in present for lit in req) for req in rule.needs):
+            if walk is not None:
+                # Run ahead on the worker when it was started; else here, natively.
+                flat = prefetched.spans(walk) if prefetched is not None else None
+                self._take(flat if flat is not None else native.walk(data, i), data, findings)
                 continue
             if rule.groups is not None:
-                if native is None:
-                    self._judge(rule, data, self._walk(rule, data), findings)
-                    continue
-                if walked is None:
-                    # Run ahead on the worker when it was started; else here, natively.
-                    flat = prefetched.spans(native) if prefetched is not None else None
-                    walked = _by_rule(flat if flat is not None else native.walk(data))
-                self._take(walked.get(i, []), data, findings)
+                self._judge(rule, data, self._walk(rule, data), findings)
                 continue
             regions = self._core_regions(rule, data) if rule.core is not None else whole
             if regions:
@@ -652,14 +651,6 @@ def _secret_span(spans) -> tuple[int, int]:
     return spans[0]
 
 
-def _by_rule(records: list[int]) -> dict[int, list[int]]:
-    """re2bulk's flat records, six ints each, by rule."""
-    out: dict[int, list[int]] = {}
-    for k in range(0, len(records), 6):
-        out.setdefault(records[k], []).extend(records[k : k + 6])
-    return out
-
-
 def _quad(spans) -> tuple[int, int, int, int]:
     """A match's spans as `_judge` takes them: the whole match's, then the secret's."""
     s, e = _secret_span(spans)
@@ -747,7 +738,8 @@ def load_rules(text: str | None = None) -> RuleSet:
         if rule.locators is None and rule.core is None:
             rule.locators = _locators(spec["regex"], open_ended=True)
             rule.open_ended = rule.locators is not None
-        if rule.locators is None and rule.core is None:
+        if rule.locators is None:
+            # Also for a rule found through its core: yandex's walk need not run without "yandex".
             rule.needs = _needs(spec["regex"])
         rule.gate_implied = _gate_implied(spec["regex"], rule.keywords, rule.locators)
     notes = []

@@ -120,9 +120,11 @@ def _findings(found) -> list:
 def _walked_natively(data: bytes) -> list:
     rules = default_rules()
     native = rules.native()
-    assert native is not None and rules.passes() == [(native, native)], re2bulk.unavailable()
+    assert native is not None and native.walks, re2bulk.unavailable()
+    assert rules.passes() == [(walk, walk) for walk in native.walks.values()]
     found = []
-    rules._take(native.walk(data), data, found)
+    for walk in native.walks.values():
+        rules._take(walk.spans(data), data, found)
     return _findings(found)
 
 
@@ -327,6 +329,27 @@ def test_a_pass_the_worker_has_not_started_runs_on_the_calling_thread(corpus):
         gate.set()
 
 
+def test_a_walk_whose_gate_is_closed_is_dropped_unstarted(corpus):
+    rules = default_rules()
+    data = corpus.text.encode()
+    assert b"yandex" not in data.lower()
+    yandex = next(i for i, r in enumerate(rules.rules) if r.id == "yandex-access-token")
+    gate = threading.Event()
+
+    class Held:
+        def spans(self, data):
+            gate.wait(30)
+            return []
+
+    walk = rules.native().walks[yandex]
+    ahead = re2bulk.prefetch(data, [(object(), Held()), (walk, walk)])
+    try:
+        rules.scan(data, ahead)
+        assert id(walk) not in ahead._passes  # dropped, and its queued run cancelled
+    finally:
+        gate.set()
+
+
 def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
     # A way of going faster must never be a way of redacting less.
     text = corpus.text[:200_000]
@@ -336,7 +359,7 @@ def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
         raise MemoryError("no room for the match list")
 
     monkeypatch.setattr(re2bulk.Bulk, "spans", broken)
-    monkeypatch.setattr(re2bulk.Located, "spans", broken)
+    monkeypatch.setattr(re2bulk.Walk, "spans", broken)
     redactor = _redactor(corpus.known_values)
     assert redactor._ahead(text.encode()) is not None
     assert redactor.redact(text) == expected
