@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redaction_corpus import Corpus, Label, generate  # noqa: E402
 
 from assay.policies import entropy as _entropy  # noqa: E402
+from assay.policies import pii as _pii  # noqa: E402
 from assay.policies import re2bulk  # noqa: E402
 from assay.policies.redaction import Redactor, default_rules  # noqa: E402
 
@@ -64,14 +65,14 @@ def one_thread():
 def without_library():
     """Redaction as without re2bulk's library: one thread, every search from Python."""
     rules = default_rules()
-    saved, saved_entropy = rules._native[:], _entropy.native
+    saved, saved_entropy, saved_pii = rules._native[:], _entropy.native, _pii.native
     rules._native[:] = [None]
-    _entropy.native = lambda: None
+    _entropy.native = _pii.native = lambda: None
     try:
         with one_thread():
             yield
     finally:
-        rules._native[:], _entropy.native = saved, saved_entropy
+        rules._native[:], _entropy.native, _pii.native = saved, saved_entropy, saved_pii
 
 
 def _once(redactor: Redactor, text: str, times: list, cpu: list) -> str:

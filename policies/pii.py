@@ -1,17 +1,19 @@
 """Personal data detectors: e-mail, phone, IPv4/IPv6, payment cards (Luhn), IBANs (mod 97).
 
-One RE2 pass finds candidates (linear time on attacker text); a small Python check then
-confirms each candidate, so checksums decide for cards and IBANs and a random long number is
-not taken for a card. Loopback and unspecified addresses are not personal data and stay.
+One RE2 pass finds candidates (linear time on attacker text); a small check then confirms
+each candidate, so checksums decide for cards and IBANs and a random long number is not taken
+for a card. On long texts the pass and the checks run in re2bulk's library. Loopback and unspecified addresses are not personal data and stay.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from functools import lru_cache
 
 import re2
 
+from assay.policies import re2bulk
 from assay.policies.re2util import match_spans
 
 _ANCHOR_START = re2._Anchor.ANCHOR_START
@@ -165,10 +167,26 @@ def _kind_of(data: bytes, s: int, e: int) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1)
+def native() -> "re2bulk.Pii | None":
+    """This detector built into re2bulk's library, or None without it."""
+    return re2bulk.Pii.of(_PATTERN, [regex for _, regex in _ALONE], _IBAN_LENGTHS)
+
+
 def find_pii(data: bytes, matches: list[int] | None = None) -> list[Finding]:
     """`matches`: _PATTERN's matches in `data` as a flat list s0, e0, s1, ... when they were
-    found ahead (re2bulk), else they are searched here."""
+    found ahead (re2bulk), else they are searched here. Texts of re2bulk.MIN_BYTES and more
+    are searched and checked in re2bulk's library, which leaves IP addresses to `_ip_ok`."""
     out: list[Finding] = []
+    found = native() if matches is None and len(data) >= re2bulk.MIN_BYTES else None
+    if found is not None:
+        flat = found.find(data)
+        for k in range(0, len(flat), 4):
+            s, e, kind, decided = flat[k : k + 4]
+            name = _ALONE[kind][0]
+            if decided or _CHECKS[name](data[s:e]):
+                out.append(Finding(s, e, name))
+        return out
     if matches is None:
         pairs = (spans[0] for spans in match_spans(_PATTERN, data))
     else:

@@ -11,6 +11,7 @@
 //    1e-9 of the rule's threshold or the rule has allowlists that fire only together: those
 //    matches go back to Python, which decides them exactly.
 // 3. entropy_*: entropy.find_high_entropy, with the same exception for near ties.
+// 4. pii_*: pii.find_pii, leaving IP addresses (which Python's ipaddress judges) to Python.
 #include <re2/re2.h>
 #include <re2/set.h>
 
@@ -606,6 +607,139 @@ int64_t* entropy_find(void* handle, const char* data, int64_t n, const int64_t* 
     }
     Verdict v = judge_token(h, data, s, e);
     if (v != kNot) out.insert(out.end(), {s, e, end, static_cast<int64_t>(v)});
+  }
+  return released(out, size);
+}
+
+// pii.py's detector: the one-pass pattern, each kind's own regex (in pii._ALONE's order:
+// email, iban, credit-card, ipv4, ipv6, phone) and the IBAN lengths by country (26 x 26, 0:
+// not listed).
+struct Pii {
+  std::unique_ptr<RE2> pattern;
+  std::unique_ptr<RE2> alone[6];
+  uint8_t iban_lengths[26 * 26];
+};
+
+void* pii_new(const char* const* patterns, const int64_t* sizes, const uint8_t* iban_lengths, int64_t max_mem) {
+  std::unique_ptr<Pii> h(new Pii());
+  h->pattern = compiled(patterns[0], sizes[0], make_options(max_mem, 0, 1));
+  if (!h->pattern) return nullptr;
+  for (int k = 0; k < 6; ++k) {
+    h->alone[k] = compiled(patterns[k + 1], sizes[k + 1], make_options(max_mem, 0, 1));
+    if (!h->alone[k]) return nullptr;
+  }
+  std::memcpy(h->iban_lengths, iban_lengths, sizeof(h->iban_lengths));
+  return h.release();
+}
+
+void pii_free(void* handle) { delete static_cast<Pii*>(handle); }
+
+}  // extern "C"
+
+namespace {
+
+enum PiiKind { kEmail = 0, kIban = 1, kCard = 2, kIpv4 = 3, kIpv6 = 4, kPhone = 5, kNoKind = 6 };
+
+// pii._POSSIBLE: bytes a kind's match must hold; only ever skips a kind.
+bool possible(int kind, const uint8_t* span, int64_t n) {
+  switch (kind) {
+    case kEmail: return std::find(span, span + n, '@') != span + n;
+    case kIban: return span[0] >= 'A' && span[0] <= 'Z';
+    case kCard: return span[0] >= '2' && span[0] <= '6';
+    case kIpv4: return std::find(span, span + n, '.') != span + n;
+    case kIpv6: return std::find(span, span + n, ':') != span + n;
+    default: return true;
+  }
+}
+
+// pii._kind_of: the first alternative that matches exactly [s, e) alone, in the same text.
+int kind_of(const Pii& h, const char* data, int64_t n, int64_t s, int64_t e) {
+  const uint8_t* span = reinterpret_cast<const uint8_t*>(data + s);
+  if (e > s && std::all_of(span, span + (e - s), is_digit)) return kCard;
+  re2::StringPiece text(data, static_cast<size_t>(n)), m;
+  for (int k = 0; k < 6; ++k) {
+    if (e <= s || !possible(k, span, e - s)) continue;
+    if (h.alone[k]->Match(text, static_cast<size_t>(s), static_cast<size_t>(n), RE2::ANCHOR_START, &m, 1) && m.data() - data == s && static_cast<int64_t>(m.size()) == e - s) return k;
+  }
+  return kNoKind;
+}
+
+// pii.card_ok
+bool card_ok(const uint8_t* c, int64_t n) {
+  std::string digits;
+  bool space = false, dash = false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (c[i] == ' ') space = true;
+    else if (c[i] == '-') dash = true;
+    else digits += static_cast<char>(c[i]);
+  }
+  if (digits.size() < 13 || digits.size() > 19) return false;
+  if (std::all_of(digits.begin(), digits.end(), [&](char d) { return d == digits[0]; })) return false;
+  if (space && dash) return false;  // mixed separators are not a card layout
+  int total = 0;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    int d = digits[digits.size() - 1 - i] - '0';
+    if (i % 2) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    total += d;
+  }
+  return total % 10 == 0;
+}
+
+// pii.iban_ok: the match holds only A-Z, 0-9 and spaces.
+bool iban_ok(const Pii& h, const uint8_t* c, int64_t n) {
+  std::string iban;
+  for (int64_t i = 0; i < n; ++i)
+    if (c[i] != ' ') iban += static_cast<char>(c[i]);
+  if (iban.size() < 4) return false;
+  int expected = 0;
+  if (iban[0] >= 'A' && iban[0] <= 'Z' && iban[1] >= 'A' && iban[1] <= 'Z') expected = h.iban_lengths[(iban[0] - 'A') * 26 + (iban[1] - 'A')];
+  if (expected && static_cast<int>(iban.size()) != expected) return false;
+  if (!expected && (iban.size() < 15 || iban.size() > 34)) return false;
+  std::string rearranged = iban.substr(4) + iban.substr(0, 4);
+  int r = 0;
+  for (char ch : rearranged) {
+    if (ch >= '0' && ch <= '9') r = (r * 10 + (ch - '0')) % 97;
+    else if (ch >= 'A' && ch <= 'Z') r = (r * 100 + (ch - 'A' + 10)) % 97;
+    else return false;
+  }
+  return r == 1;
+}
+
+}  // namespace
+
+extern "C" {
+
+// pii.find_pii over `data`: (start, end, kind, decided) per candidate kept, kind as PiiKind;
+// decided 0 is an IP address for Python's check. Free it with bulk_release.
+int64_t* pii_find(void* handle, const char* data, int64_t n, int64_t* size) {
+  const Pii& h = *static_cast<Pii*>(handle);
+  re2::StringPiece text(data, static_cast<size_t>(n)), found;
+  std::vector<int64_t> out;
+  int64_t pos = 0;
+  while (pos <= n) {
+    if (!h.pattern->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) break;
+    int64_t s = found.data() - data, e = s + static_cast<int64_t>(found.size());
+    pos = e > s ? e : e + 1;
+    int kind = kind_of(h, data, n, s, e);
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(data + s);
+    bool keep = false, decided = true;
+    switch (kind) {
+      case kEmail: keep = true; break;
+      case kIban: keep = iban_ok(h, c, e - s); break;
+      case kCard: keep = card_ok(c, e - s); break;
+      case kIpv4:
+      case kIpv6: keep = true; decided = false; break;
+      case kPhone: {
+        int64_t digits = std::count_if(c, c + (e - s), is_digit);
+        keep = digits >= 7 && digits <= 15;
+        break;
+      }
+      default: break;
+    }
+    if (keep) out.insert(out.end(), {s, e, static_cast<int64_t>(kind), static_cast<int64_t>(decided)});
   }
   return released(out, size);
 }

@@ -130,6 +130,12 @@ def library():
     lib.entropy_free.argtypes = [ptr]
     lib.entropy_find.restype = ctypes.POINTER(i64)
     lib.entropy_find.argtypes = [ptr, ctypes.c_char_p, i64, ptr, i64, ctypes.POINTER(i64)]
+    lib.pii_new.restype = ptr
+    lib.pii_new.argtypes = [ptr, ptr, ctypes.c_char_p, i64]
+    lib.pii_free.restype = None
+    lib.pii_free.argtypes = [ptr]
+    lib.pii_find.restype = ctypes.POINTER(i64)
+    lib.pii_find.argtypes = [ptr, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
     lib.bulk_release.restype = None
     lib.bulk_release.argtypes = [ctypes.POINTER(i64)]
     return lib
@@ -293,6 +299,49 @@ class Located:
 
 
 _SUBJECTS = {"secret": 0, "stop": 1, "match": 2, "line": 3}
+
+
+class Pii:
+    """pii.find_pii built into the library (re2bulk.cpp's pii_*): the one-pass pattern, each
+    candidate's kind and its check, in one call on the calling thread; IP addresses are left
+    to Python's ipaddress."""
+
+    __slots__ = ("_handle", "_lib")
+
+    def __init__(self, lib, handle: int):
+        self._lib, self._handle = lib, handle
+
+    @classmethod
+    def of(cls, pattern, alone: list, iban_lengths: dict[str, int]) -> "Pii | None":
+        """`pattern`: pii._PATTERN; `alone`: each kind's regex in pii._ALONE's order."""
+        lib = library()
+        if lib is None:
+            return None
+        patterns = [pattern.pattern] + [regex.pattern for regex in alone]
+        buffers = (ctypes.c_char_p * len(patterns))(*patterns)
+        sizes = _ints([len(p) for p in patterns])
+        table = bytearray(26 * 26)
+        for country, length in iban_lengths.items():
+            table[(ord(country[0]) - 65) * 26 + ord(country[1]) - 65] = length
+        handle = lib.pii_new(ctypes.cast(buffers, ctypes.c_void_p), sizes.ctypes.data, bytes(table), pattern.options.max_mem)
+        if not handle:
+            _why_not.append("the system RE2 cannot compile the PII detector's regexes")
+            return None
+        return cls(lib, handle)
+
+    def find(self, data: bytes) -> list[int]:
+        """Flat (start, end, kind index, decided) per candidate kept; decided 0 is an IP
+        address for Python to check."""
+        size = ctypes.c_int64(0)
+        flat = _taken(self._lib, self._lib.pii_find(self._handle, data, len(data), ctypes.byref(size)), size)
+        if flat is None:
+            raise MemoryError("re2bulk.pii_find could not allocate its result")
+        return flat
+
+    def __del__(self):
+        if self._handle:
+            self._lib.pii_free(self._handle)
+            self._handle = 0
 
 
 class Walk:

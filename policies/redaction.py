@@ -204,8 +204,8 @@ class Redactor:
         ahead = self._ahead(scan)
         raw: list[tuple[int, int, int, str, str]] = []
         if self._pii:
-            # First: its pass is queued last, so this thread runs it (re2bulk.Prefetched)
-            # while the worker runs the passes the rules and known values need.
+            # First, on this thread (natively, or by taking back its pass, queued last:
+            # re2bulk.Prefetched) while the worker runs the walks and the known values' pass.
             matches = ahead.spans(_pii._PATTERN) if ahead is not None else None
             for f in _pii.find_pii(scan, matches):
                 raw.append((f.start, f.end, _PRIORITY["pii"], "PII", f.kind))
@@ -244,7 +244,7 @@ class Redactor:
         passes = self._rules.passes() + self._known.passes()
         if self._entropy and _entropy.native() is None:
             passes.append((_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)))
-        if self._pii:
+        if self._pii and _pii.native() is None:
             passes.append((_pii._PATTERN, re2bulk.shared(_pii._PATTERN)))
         return re2bulk.prefetch(scan, passes)
 

@@ -182,6 +182,41 @@ def test_pii_kind_guard_agrees_with_asking_every_kind(text):
         assert _pii._kind_of(data, s, e) == full
 
 
+_pii_pieces = st.lists(
+    st.one_of(
+        st.text(alphabet=string.digits + string.ascii_letters[:8] + "ABDEGN +-.:()@%", max_size=40),
+        st.sampled_from(
+            [
+                "alice@example.com", "GB82 WEST 1234 5698 7654 32", "GB82WEST12345698765432", "DE89370400440532013000",
+                "XX12345678901234567", "4111 1111 1111 1111", "4111-1111-1111-1111", "4111 1111-1111 1111", "5555555555554444",
+                "4444444444444444", "192.0.2.7", "127.0.0.1", "0.0.0.0", "2001:db8::1", "::1", "::", "fe80::1%eth0",
+                "+44 20 7946 0958", "(555) 123-4567", "555-123-4567", " ", "\n", "é",
+            ]
+        ),
+    ),
+    max_size=16,
+).map("".join)
+
+
+@_SETTINGS
+@given(text=_pii_pieces)
+def test_pii_found_natively_is_pii_found_in_python(text):
+    data = text.encode()
+    plain = _findings(_pii.find_pii(data))
+    if _pii.native() is not None:
+        with _native_entropy():  # re2bulk.MIN_BYTES 0: the native path for any length
+            assert _findings(_pii.find_pii(data)) == plain
+
+
+def test_every_pii_kind_is_found_natively(monkeypatch, need):
+    need(_pii.native() is not None, f"re2bulk is not built ({re2bulk.unavailable()})")
+    monkeypatch.setattr(re2bulk, "MIN_BYTES", 0)
+    data = b"alice@example.com\nGB82 WEST 1234 5698 7654 32\n4111 1111 1111 1111\n192.0.2.7\n2001:db8::1\n+44 20 7946 0958\n127.0.0.1\n"
+    kinds = [f.kind for f in _pii.find_pii(data)]
+    assert kinds == ["email", "iban", "credit-card", "ipv4", "ipv6", "phone"]  # not the loopback
+    assert _findings(_pii.find_pii(data)) == _findings(_pii.find_pii(data, [x for spans in re2util.match_spans(_pii._PATTERN, data) for x in spans[0]]))
+
+
 def _card_reference(candidate: bytes) -> bool:
     digits = candidate.replace(b" ", b"").replace(b"-", b"").decode()
     if not 13 <= len(digits) <= 19 or len(set(digits)) < 2 or len({c for c in candidate if c in b" -"}) > 1:

@@ -194,6 +194,7 @@ def _without_bulk(monkeypatch):
     monkeypatch.setattr(re2bulk, "prefetch", lambda data, passes: None)
     monkeypatch.setattr(RuleSet, "native", lambda self: None)
     monkeypatch.setattr(_entropy, "native", lambda: None)
+    monkeypatch.setattr(_pii, "native", lambda: None)
 
 
 def test_the_dense_corpus_is_redacted_the_same_with_and_without(corpus, monkeypatch):
