@@ -32,8 +32,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
-def _library(need):
+def _library(need, monkeypatch):
     need(re2bulk.library() is not None, f"re2bulk is not built ({re2bulk.unavailable()}): `make install` installs libre2-dev and builds it")
+    monkeypatch.setattr(re2bulk, "cores", lambda: 2)  # the worker is used on any machine here
+
+
+def test_with_one_cpu_nothing_runs_on_a_worker(monkeypatch, corpus):
+    monkeypatch.setattr(re2bulk, "cores", lambda: 1)
+    data = corpus.text.encode()
+    redactor = _redactor(corpus.known_values)
+    assert redactor._ahead(data) is None
+    assert redactor._find(data) == _redactor(corpus.known_values)._find(data)
 
 
 def _corpus():
