@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 import re2
 
-from assay.policies import re2bulk
+from assay.policies import re2bulk, re2native
 from assay.policies.re2util import _UNANCHORED
 
 _ANCHOR_START = re2._Anchor.ANCHOR_START
@@ -172,10 +172,10 @@ def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
 
 
 @lru_cache(maxsize=1)
-def native() -> "re2bulk.Entropy | None":
+def native() -> "re2native.Entropy | None":
     """This detector built into re2bulk's library, or None without it."""
     beyond = _TABLED + 1
-    return re2bulk.Entropy.of(_CANDIDATE, _HASH_LABEL, _HEX_AT, _B64_AT, _threshold(_HEX_P1, beyond), _threshold(_B64_P1, beyond))
+    return re2native.Entropy.of(_CANDIDATE, _HASH_LABEL, _HEX_AT, _B64_AT, _threshold(_HEX_P1, beyond), _threshold(_B64_P1, beyond))
 
 
 _KINDS = {1: "high-entropy-hex", 2: "high-entropy"}

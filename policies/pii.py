@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import re2
 
-from assay.policies import re2bulk
+from assay.policies import re2bulk, re2native
 from assay.policies.re2util import match_spans
 
 _ANCHOR_START = re2._Anchor.ANCHOR_START
@@ -168,9 +168,9 @@ def _kind_of(data: bytes, s: int, e: int) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def native() -> "re2bulk.Pii | None":
+def native() -> "re2native.Pii | None":
     """This detector built into re2bulk's library, or None without it."""
-    return re2bulk.Pii.of(_PATTERN, [regex for _, regex in _ALONE], _IBAN_LENGTHS)
+    return re2native.Pii.of(_PATTERN, [regex for _, regex in _ALONE], _IBAN_LENGTHS)
 
 
 def find_pii(data: bytes, matches: list[int] | None = None) -> list[Finding]:

@@ -37,7 +37,7 @@ from importlib import resources
 import re2
 
 from assay.errors import UserError
-from assay.policies import re2bulk
+from assay.policies import re2bulk, re2native
 from assay.policies.entropy import above, entropy
 from assay.policies.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsupported, analyse, core, match_spans, requirements, starts_with_literal
 
@@ -239,9 +239,9 @@ class RuleSet:
         self._entries = {lit: [e for other, es in own.items() if lit.startswith(other) for e in es] for lit in own}
         self._prefixes = {lit: [other for other in own if lit.startswith(other)] for lit in own}
         self._alternations: dict[frozenset, object] = {}  # literals left out -> the alternation of the rest
-        self._native: list = []  # [re2bulk.Located or None], once asked for
+        self._native: list = []  # [re2native.Located or None], once asked for
 
-    def native(self) -> "re2bulk.Located | None":
+    def native(self) -> "re2native.Located | None":
         """The rules built into re2bulk's library (None without it, or if the system RE2
         refuses any part): the literal search, the located rules, the rules walked through
         their cores, and each one's judge."""
@@ -249,11 +249,11 @@ class RuleSet:
             self._native.append(self._build_native())
         return self._native[0]
 
-    def _build_native(self) -> "re2bulk.Located | None":
+    def _build_native(self) -> "re2native.Located | None":
         literals = list(self._entries)
         ids = {lit: i for i, lit in enumerate(literals)}
         tables = [(self._entries[lit], [ids[p] for p in self._prefixes[lit]], sorted(self._located_by[lit])) for lit in literals]
-        native = re2bulk.Located.new(literals, tables, len(self.rules), _options().max_mem)
+        native = re2native.Located.new(literals, tables, len(self.rules), _options().max_mem)
         if native is None:
             return None
         for i, rule in enumerate(self.rules):

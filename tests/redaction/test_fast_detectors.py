@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
-from assay.policies import re2bulk
+from assay.policies import re2bulk, re2native
 from assay.policies import re2util
 from assay.policies.redaction import Redactor, default_rules
 
@@ -121,7 +121,7 @@ def test_an_entropy_on_the_threshold_is_settled_in_python(monkeypatch):
     assert _entropy.native().find(b" " + token + b" ", []) == []  # decided: below the shipped one
     tables = (list(_entropy._HEX_AT), list(_entropy._B64_AT))
     tables[1][20] = value
-    tied = re2bulk.Entropy.of(_entropy._CANDIDATE, _entropy._HASH_LABEL, *tables, 0.0, 0.0)
+    tied = re2native.Entropy.of(_entropy._CANDIDATE, _entropy._HASH_LABEL, *tables, 0.0, 0.0)
     assert tied.find(b" " + token + b" ", []) == [1, 21, 21, 0]
     monkeypatch.setattr(_entropy, "native", lambda: tied)
     monkeypatch.setattr(_entropy, "_B64_AT", tables[1])

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
-from assay.policies import re2bulk, re2util
+from assay.policies import re2bulk, re2native, re2util
 from assay.policies.redaction import Redactor, default_rules
 from assay.policies.secret_rules import RuleSet, load_rules
 
@@ -268,7 +268,7 @@ def test_a_native_search_that_cannot_run_falls_back_to_python(corpus, monkeypatc
     rules = default_rules()
     data = corpus.text.encode()
     expected = _located_findings(rules, data)
-    monkeypatch.setattr(re2bulk.Located, "scan", lambda self, data, lowered: None)
+    monkeypatch.setattr(re2native.Located, "scan", lambda self, data, lowered: None)
     assert _located_findings(rules, data) == expected
 
 
@@ -369,7 +369,7 @@ def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
         raise MemoryError("no room for the match list")
 
     monkeypatch.setattr(re2bulk.Bulk, "spans", broken)
-    monkeypatch.setattr(re2bulk.Walk, "spans", broken)
+    monkeypatch.setattr(re2native.Walk, "spans", broken)
     redactor = _redactor(corpus.known_values)
     assert redactor._ahead(text.encode()) is not None
     assert redactor.redact(text) == expected
