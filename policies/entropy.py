@@ -181,7 +181,7 @@ def native() -> "re2native.Entropy | None":
 _KINDS = {1: "high-entropy-hex", 2: "high-entropy"}
 
 
-def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None, search=None) -> list[Finding]:
+def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None, search=None, listed=None) -> list[Finding]:
     """Every maximal run of the base64 alphabet (with up to two '=' after it) that
     `is_high_entropy` takes for a token.
 
@@ -190,12 +190,13 @@ def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None,
     A token wholly inside one of them would change nothing there, so it is not checked.
     `search`: `next(pos)` for _CANDIDATE over `data` (a re2bulk cursor), else a live search.
     Texts of re2bulk.MIN_BYTES and more are searched and judged in re2bulk's library, which
-    leaves to `is_high_entropy` only an entropy within 1e-9 of its threshold.
+    leaves to `is_high_entropy` only an entropy within 1e-9 of its threshold; `listed`: the
+    library's candidates for `data` (re2native.Entropy.candidates), when run ahead.
     """
     found = native() if len(data) >= re2bulk.MIN_BYTES else None
     if found is not None:
         out = []
-        flat = found.find(data, covered or [])
+        flat = found.find(data, covered or [], listed)
         for k in range(0, len(flat), 4):
             s, e, end, kind = flat[k : k + 4]
             name = _KINDS.get(kind) or is_high_entropy(data[s:e], data[max(0, s - 24) : s])

@@ -130,7 +130,9 @@ def library():
     lib.entropy_free.restype = None
     lib.entropy_free.argtypes = [ptr]
     lib.entropy_find.restype = ctypes.POINTER(i64)
-    lib.entropy_find.argtypes = [ptr, ctypes.c_char_p, i64, ptr, i64, ctypes.POINTER(i64)]
+    lib.entropy_find.argtypes = [ptr, ctypes.c_char_p, i64, ptr, i64, ptr, i64, ctypes.POINTER(i64)]
+    lib.entropy_candidates.restype = ctypes.POINTER(i64)
+    lib.entropy_candidates.argtypes = [ptr, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
     lib.pii_new.restype = ptr
     lib.pii_new.argtypes = [ptr, ptr, ctypes.c_char_p, i64]
     lib.pii_free.restype = None
@@ -142,12 +144,14 @@ def library():
     return lib
 
 
-def _taken(lib, out, size: "ctypes.c_int64") -> list[int] | None:
-    """The int64 array a call returned, as a list, the array freed; None for NULL."""
+def _taken(lib, out, size: "ctypes.c_int64", as_list: bool = True) -> list[int] | np.ndarray | None:
+    """The int64 array a call returned, as a list (or a numpy copy), the array freed; None
+    for NULL."""
     if not out:
         return None
     try:
-        return np.ctypeslib.as_array(out, shape=(max(size.value, 1),))[: size.value].tolist()
+        found = np.ctypeslib.as_array(out, shape=(max(size.value, 1),))[: size.value]
+        return found.tolist() if as_list else found.copy()
     finally:
         lib.bulk_release(out)
 

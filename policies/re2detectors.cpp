@@ -15,6 +15,36 @@ struct Entropy {
   double hex_beyond, b64_beyond;
 };
 
+// re2bulk.Cursor: the leftmost match from `pos` (which never decreases) out of a listed
+// run of leftmost, non-overlapping matches from 0; a position inside a listed match gets a
+// live search. Without a list, every answer is a live search.
+struct Listed {
+  const RE2* regex;
+  re2::StringPiece text;
+  const int64_t* spans;
+  int64_t pairs;
+  int64_t i = 0;  // the first listed match not yet passed
+
+  bool operator()(int64_t pos, int64_t* s, int64_t* e) {
+    if (spans != nullptr) {
+      while (i < pairs && spans[2 * i] < pos) ++i;
+      int64_t after = 0;  // where the search for match i began
+      if (i > 0) after = spans[2 * i - 1] > spans[2 * i - 2] ? spans[2 * i - 1] : spans[2 * i - 1] + 1;
+      if (pos >= after) {
+        if (i >= pairs) return false;
+        *s = spans[2 * i];
+        *e = spans[2 * i + 1];
+        return true;
+      }
+    }
+    re2::StringPiece found;
+    if (!regex->Match(text, static_cast<size_t>(pos), text.size(), RE2::UNANCHORED, &found, 1)) return false;
+    *s = found.data() - text.data();
+    *e = *s + static_cast<int64_t>(found.size());
+    return true;
+  }
+};
+
 bool in_run(uint8_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' || c == '_' || c == '-'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
@@ -158,19 +188,37 @@ void* entropy_new(const char* candidate, int64_t candidate_size, const char* has
 
 void entropy_free(void* handle) { delete static_cast<Entropy*>(handle); }
 
+// The candidate regex's leftmost, non-overlapping matches over `data` (a pass for the worker),
+// as (start, end) pairs. Free it with bulk_release.
+int64_t* entropy_candidates(void* handle, const char* data, int64_t n, int64_t* size) {
+  const Entropy& h = *static_cast<Entropy*>(handle);
+  re2::StringPiece text(data, static_cast<size_t>(n)), found;
+  std::vector<int64_t> out;
+  int64_t pos = 0;
+  while (pos <= n && h.candidate->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) {
+    int64_t s = found.data() - data, e = s + static_cast<int64_t>(found.size());
+    out.insert(out.end(), {s, e});
+    pos = e > s ? e : e + 1;
+  }
+  return released(out, size);
+}
+
 // entropy.find_high_entropy over `data`, `covered` (pairs, sorted, disjoint) the spans a
 // higher-ranked detector found. Returns a malloc'd array of (start, end, token end, kind)
 // per token: kind 1 hex, 2 base64, 0 undecided (an entropy within 1e-9 of its threshold:
 // Python asks is_high_entropy on data[start:token end]). Free it with bulk_release.
-int64_t* entropy_find(void* handle, const char* data, int64_t n, const int64_t* covered, int64_t n_covered, int64_t* size) {
+// `listed`: the candidate regex's matches over `data` from entropy_candidates (pairs, run
+// ahead), or NULL to search here.
+int64_t* entropy_find(void* handle, const char* data, int64_t n, const int64_t* covered, int64_t n_covered, const int64_t* listed, int64_t n_listed, int64_t* size) {
   const Entropy& h = *static_cast<Entropy*>(handle);
   re2::StringPiece text(data, static_cast<size_t>(n)), found;
   const uint8_t* bytes = reinterpret_cast<const uint8_t*>(data);
   std::vector<int64_t> out;
+  Listed next{h.candidate.get(), text, listed, n_listed};
   int64_t pos = 0;
   while (pos < n) {
-    if (!h.candidate->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) break;
-    int64_t s = found.data() - data, e = s + static_cast<int64_t>(found.size());
+    int64_t s, e;
+    if (!next(pos, &s, &e)) break;
     pos = e;
     if (!in_run(bytes[s])) ++s;  // the byte before the run
     if (e < n && in_run(bytes[e])) {

@@ -27,7 +27,7 @@ def _ints(values) -> np.ndarray:
 
 
 class Located:
-    """A RuleSet's rules built into the library (re2bulk.cpp's located_*): the literal search
+    """A RuleSet's rules built into the library (re2rules.cpp's located_*): the literal search
     and the located rules' searches around its hits (`scan`), and the rules walked through
     their cores (`walk`), each judging its matches as RuleSet._judge does, in one call that
     holds no GIL: a dense text has thousands of literal hits and hundreds of matches.
@@ -120,7 +120,7 @@ _SUBJECTS = {"secret": 0, "stop": 1, "match": 2, "line": 3}
 
 
 class Pii:
-    """pii.find_pii built into the library (re2bulk.cpp's pii_*): the one-pass pattern, each
+    """pii.find_pii built into the library (re2detectors.cpp's pii_*): the one-pass pattern, each
     candidate's kind and its check, in one call on the calling thread; IP addresses are left
     to Python's ipaddress."""
 
@@ -175,8 +175,8 @@ class Walk:
 
 
 class Entropy:
-    """entropy.find_high_entropy built into the library (re2bulk.cpp's entropy_*): the
-    candidate search and the checks on each candidate in one call, on the calling thread."""
+    """entropy.find_high_entropy built into the library (re2detectors.cpp's entropy_*): the
+    candidate search (a pass the worker may run ahead) and the checks on each candidate."""
 
     __slots__ = ("_handle", "_lib")
 
@@ -197,15 +197,28 @@ class Entropy:
             return None
         return cls(lib, handle)
 
-    def find(self, data: bytes, covered: list[tuple[int, int]]) -> list[int]:
+    def find(self, data: bytes, covered: list[tuple[int, int]], listed: np.ndarray | None = None) -> list[int]:
         """Flat (start, end, token end, kind) per token: kind 1 hex, 2 base64, 0 undecided
-        (an entropy within 1e-9 of its threshold, for is_high_entropy to settle)."""
+        (an entropy within 1e-9 of its threshold, for is_high_entropy to settle). `listed`:
+        `candidates(data)`, run ahead; else the candidates are searched here."""
         spans = _ints([x for span in covered for x in span])
+        at, pairs = (listed.ctypes.data, len(listed) // 2) if listed is not None else (None, 0)
         size = ctypes.c_int64(0)
-        flat = _taken(self._lib, self._lib.entropy_find(self._handle, data, len(data), spans.ctypes.data, len(covered), ctypes.byref(size)), size)
+        flat = _taken(self._lib, self._lib.entropy_find(self._handle, data, len(data), spans.ctypes.data, len(covered), at, pairs, ctypes.byref(size)), size)
         if flat is None:
             raise MemoryError("re2bulk.entropy_find could not allocate its result")
         return flat
+
+    def candidates(self, data: bytes) -> np.ndarray:
+        """The candidate regex's matches over `data`, as flat (start, end) pairs: a pass
+        for the worker (`spans`), read by `find`."""
+        size = ctypes.c_int64(0)
+        found = _taken(self._lib, self._lib.entropy_candidates(self._handle, data, len(data), ctypes.byref(size)), size, as_list=False)
+        if found is None:
+            raise MemoryError("re2bulk.entropy_candidates could not allocate its result")
+        return found
+
+    spans = candidates
 
     def __del__(self):
         if self._handle:

@@ -216,9 +216,11 @@ class Redactor:
         if self._entropy:
             # A token inside a span a higher-ranked detector (rules, known values) found
             # merges into it and takes its name, so the entropy detector need not judge it.
-            search = ahead.cursor(_entropy._CANDIDATE) if ahead is not None else None
+            native = _entropy.native() if ahead is not None else None  # short texts: no library
+            search = ahead.cursor(_entropy._CANDIDATE) if ahead is not None and native is None else None
+            listed = ahead.spans(native) if native is not None else None
             covered = _union([(s, e) for s, e, prio, *_ in raw if prio < _PRIORITY["entropy"]])
-            for f in _entropy.find_high_entropy(scan, covered, search):
+            for f in _entropy.find_high_entropy(scan, covered, search, listed):
                 raw.append((f.start, f.end, _PRIORITY["entropy"], "SECRET", f.kind))
         if not raw:
             return []
@@ -237,13 +239,19 @@ class Redactor:
         return [(s, e, cat, kind) for s, e, cat, kind, _ in merged]
 
     def _ahead(self, scan: bytes) -> "re2bulk.Prefetched | None":
-        """The detectors' whole-text passes, started on a second core while the rules run on
-        this one (re2bulk); generic-api-key's core first, since the rules reach it soonest."""
+        """The detectors' whole-text passes, queued on a second core while PII and the rules'
+        literal search run on this one (re2bulk): generic-api-key's walk first, since the
+        rules reach it soonest, then the known values' and the entropy candidates'. A pass
+        the worker has not started when this thread needs it is run here instead."""
         if len(scan) < re2bulk.MIN_BYTES:
             return None
-        passes = self._rules.passes() + self._known.passes()
-        if self._entropy and _entropy.native() is None:
-            passes.append((_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)))
+        passes = self._rules.passes(gated=False) + self._known.passes()
+        if self._entropy:
+            native = _entropy.native()
+            passes.append((native, native) if native is not None else (_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)))
+        # Walks of rules that need a literal last: by the time the worker reaches them, the
+        # rules' scan has dropped those it will not ask for.
+        passes += self._rules.passes(gated=True)
         if self._pii and _pii.native() is None:
             passes.append((_pii._PATTERN, re2bulk.shared(_pii._PATTERN)))
         return re2bulk.prefetch(scan, passes)

@@ -285,12 +285,15 @@ class RuleSet:
         """How many rules run only around their literals (the rest run over the whole text)."""
         return len(self.rules) - len(self._whole)
 
-    def passes(self) -> list:
+    def passes(self, gated: bool | None = None) -> list:
         """The whole-text passes `scan` may make that can run ahead, as (key, re2bulk pass):
         each rule walked through its core (generic-api-key), judged. `scan` drops the pass
-        of a rule whose gate is closed, so the worker skips it if it has not started it."""
+        of a rule whose gate is closed, so the worker skips it if it has not started it.
+        `gated`: only the walks of rules that need a literal (True) or need none (False)."""
         native = self.native()
-        return [(walk, walk) for walk in native.walks.values()] if native is not None else []
+        if native is None:
+            return []
+        return [(walk, walk) for i, walk in native.walks.items() if gated is None or bool(self.rules[i].needs) == gated]
 
     def scan(self, data: bytes, prefetched: "re2bulk.Prefetched | None" = None) -> list[Finding]:
         """Every finding of every rule: the same as `scan_whole`, faster. `prefetched`: this

@@ -110,6 +110,22 @@ def test_entropy_candidates_miss_no_run_the_checks_accept(text):
     assert _both(lambda: _findings(_entropy.find_high_entropy(data))) == _entropy_reference(data)
 
 
+@_SETTINGS
+@given(text=_tokenish, cuts=st.lists(st.integers(0, 400), max_size=6))
+def test_entropy_candidates_found_ahead_give_what_searching_gives(text, cuts):
+    # The candidates listed ahead (on the worker) are read as a live search would answer,
+    # also where a covered span sends the search back inside a listed candidate.
+    if not NATIVE:
+        return
+    data = (text * 3).encode("utf-8", "surrogatepass")
+    cuts = sorted(min(c, len(data)) for c in cuts)
+    covered = [(cuts[i], cuts[i + 1]) for i in range(0, len(cuts) - 1, 2) if cuts[i] < cuts[i + 1]]
+    native = _entropy.native()
+    listed = native.candidates(data)
+    assert listed.tolist() == [x for spans in re2util.match_spans(_entropy._CANDIDATE, data) for x in spans[0]]
+    assert native.find(data, covered, listed) == native.find(data, covered)
+
+
 @pytest.mark.skipif(not NATIVE, reason="re2bulk is not built")
 def test_an_entropy_on_the_threshold_is_settled_in_python(monkeypatch):
     # 20 bytes, 10 distinct twice each: exactly log2(10) bits; the threshold set to that value
@@ -162,7 +178,7 @@ def test_skipping_covered_entropy_tokens_leaves_the_findings_unchanged(text):
     fast = redactor._find(data)
     plain = _entropy.find_high_entropy
     try:
-        _entropy.find_high_entropy = lambda d, covered=None, search=None: plain(d)
+        _entropy.find_high_entropy = lambda d, covered=None, search=None, listed=None: plain(d)
         slow = redactor._find(data)
     finally:
         _entropy.find_high_entropy = plain
