@@ -1,8 +1,9 @@
 #!/bin/sh
-# Make sure RE2's headers and library are there, so policies/re2bulk.cpp builds: redaction's
-# whole-text passes then run on a second core. Installs Debian's libre2-dev with apt if the
-# header is missing, then builds the library into the user's cache. Without them redaction
-# still works, on one thread: this warns and goes on rather than failing the install.
+# Make sure RE2's headers and library are there, so re2bulk's library builds (policies/re2*.cpp):
+# redaction's detectors then run natively on long texts, their whole-text passes on a second
+# core. Installs Debian's libre2-dev with apt if the header is missing, then builds the library
+# into the user's cache. Without them redaction still works, in Python (the same findings,
+# slower): this warns and goes on rather than failing the install.
 set -eu
 PY="${1:-python3}"
 
@@ -11,8 +12,8 @@ if [ ! -f /usr/include/re2/re2.h ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   echo "ensure-re2: installing libre2-dev with apt" >&2
   if ! { $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libre2-dev >/dev/null; }; then
-    echo "ensure-re2: could not install libre2-dev; redaction will run its passes on one thread (slower)" >&2
+    echo "ensure-re2: could not install libre2-dev; redaction will run in Python (slower)" >&2
     exit 0
   fi
 fi
-"$PY" -m assay.policies.re2bulk >/dev/null || echo "ensure-re2: the re2bulk build failed; redaction will run its passes on one thread (slower)" >&2
+"$PY" -m assay.policies.re2bulk >/dev/null || echo "ensure-re2: the re2bulk build failed; redaction will run in Python (slower)" >&2

@@ -15,6 +15,7 @@ import string
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -321,29 +322,10 @@ def test_switched_off_it_says_why_and_redaction_still_works(corpus):
     assert int(count) == Redactor().redact(text).count("[[SECRET:")
 
 
-def test_a_pass_the_worker_has_not_started_runs_on_the_calling_thread(corpus):
-    data = corpus.text.encode()
-    regex = _pii._PATTERN
-    gate = threading.Event()
-
-    class Held:  # keeps the worker busy until the calling thread has taken the pass back
-        def spans(self, data):
-            gate.wait(30)
-            return []
-
-    ahead = re2bulk.prefetch(data, [(object(), Held()), (regex, re2bulk.shared(regex))])
-    try:
-        assert ahead.spans(regex) == _live(regex, data)
-        assert ahead.stolen == 1
-    finally:
-        gate.set()
-
-
-def test_a_walk_whose_gate_is_closed_is_dropped_unstarted(corpus):
-    rules = default_rules()
-    data = corpus.text.encode()
-    assert b"yandex" not in data.lower()
-    yandex = next(i for i, r in enumerate(rules.rules) if r.id == "yandex-access-token")
+@contextmanager
+def _worker_held():
+    """A pass that keeps the worker busy until the block ends, so the passes queued after
+    it are not started."""
     gate = threading.Event()
 
     class Held:
@@ -351,13 +333,31 @@ def test_a_walk_whose_gate_is_closed_is_dropped_unstarted(corpus):
             gate.wait(30)
             return []
 
-    walk = rules.native().walks[yandex]
-    ahead = re2bulk.prefetch(data, [(object(), Held()), (walk, walk)])
     try:
-        rules.scan(data, ahead)
-        assert id(walk) not in ahead._passes  # dropped, and its queued run cancelled
+        yield Held()
     finally:
         gate.set()
+
+
+def test_a_pass_the_worker_has_not_started_runs_on_the_calling_thread(corpus):
+    data = corpus.text.encode()
+    regex = _pii._PATTERN
+    with _worker_held() as held:
+        ahead = re2bulk.prefetch(data, [(object(), held), (regex, re2bulk.shared(regex))])
+        assert ahead.spans(regex) == _live(regex, data)
+        assert ahead.stolen == 1
+
+
+def test_a_walk_whose_gate_is_closed_is_dropped_unstarted(corpus):
+    rules = default_rules()
+    data = corpus.text.encode()
+    assert b"yandex" not in data.lower()
+    yandex = next(i for i, r in enumerate(rules.rules) if r.id == "yandex-access-token")
+    walk = rules.native().walks[yandex]
+    with _worker_held() as held:
+        ahead = re2bulk.prefetch(data, [(object(), held), (walk, walk)])
+        rules.scan(data, ahead)
+        assert id(walk) not in ahead._passes  # dropped, and its queued run cancelled
 
 
 def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
