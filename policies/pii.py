@@ -2,7 +2,8 @@
 
 One RE2 pass finds candidates (linear time on attacker text); a small check then confirms
 each candidate, so checksums decide for cards and IBANs and a random long number is not taken
-for a card. On long texts the pass and the checks run in re2bulk's library. Loopback and unspecified addresses are not personal data and stay.
+for a card. Loopback and unspecified addresses are not personal data and stay. On long texts
+the pass and the checks run in re2bulk's library (re2native.Pii).
 """
 
 from __future__ import annotations

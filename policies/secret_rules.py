@@ -23,9 +23,10 @@ pass over the whole text (see `RuleSet.scan`). Rules whose matches run on withou
 the literal (private-key) are searched from each hit to the end; generic-api-key is found
 through its core (the regex without its lazy 50-byte prefix); the few rules with no usable
 literal run over the whole text. `scan_whole` is the plain definition the tests hold it to.
-On texts of re2bulk.MIN_BYTES and more, the literal search and the located rules' searches
-run as the same steps in re2bulk's library, and generic-api-key's walk through its core runs
-there ahead, on a second core; the matches come back to `_judge` here.
+On texts of re2bulk.MIN_BYTES and more, the literal search, the located rules' searches and
+the walks through a core run as the same steps in re2bulk's library (re2native.Located; the
+walks ahead, on a second core), which judges each match as `_judge` does: only an entropy
+within 1e-9 of its threshold, and allowlists that fire only together, come back here.
 """
 
 from __future__ import annotations
@@ -503,12 +504,7 @@ class RuleSet:
         start that reaches c is the furthest back, at most `before` bytes and not past the
         position, that the bytes before c stay in the class. The lazy prefix stops at the
         first core match, so the rest of the match is the core's own match at c, groups and
-        all, and the next search starts where it ends, as the core's own next search does.
-
-        re2bulk's walk (on long texts) finds each core match capture-free and takes its
-        groups from the core with its groups anchored at both its ends: the match RE2 picks
-        at a start is its most preferred parse there, so it is also the most preferred of
-        those ending where that one does."""
+        all, and the next search starts where it ends, as the core's own next search does."""
         search = rule.groups._regexp.Match
         before, chars = rule.core_before, rule.prefix_bytes
         n = len(data)
