@@ -34,8 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from redaction_corpus import Corpus, Label, generate  # noqa: E402
 
-from assay.policies import entropy as _entropy  # noqa: E402
-from assay.policies import pii as _pii  # noqa: E402
 from assay.policies import re2bulk  # noqa: E402
 from assay.policies.redaction import Redactor, default_rules  # noqa: E402
 
@@ -61,20 +59,6 @@ def one_thread():
         re2bulk.prefetch = original
 
 
-@contextmanager
-def without_library():
-    """Redaction as without re2bulk's library: one thread, every search from Python."""
-    rules = default_rules()
-    saved, saved_entropy, saved_pii = rules._native[:], _entropy.native, _pii.native
-    rules._native[:] = [None]
-    _entropy.native = _pii.native = lambda: None
-    try:
-        with one_thread():
-            yield
-    finally:
-        rules._native[:], _entropy.native, _pii.native = saved, saved_entropy, saved_pii
-
-
 def _once(redactor: Redactor, text: str, times: list, cpu: list) -> str:
     t0, c0 = time.perf_counter(), time.process_time()
     out = redactor.redact(text)
@@ -98,7 +82,7 @@ def measure_assay(corpus: Corpus, repeats: int = 11) -> dict:
         redactor.add_secret(value, "known")
     mb = len(corpus.text.encode()) / 1e6
     # The three ways take turns, so a slow spell of a shared host falls on all of them.
-    ways = {"bulk": (nullcontext, [], []), "one": (one_thread, [], []), "python": (without_library, [], [])}
+    ways = {"bulk": (nullcontext, [], []), "one": (one_thread, [], []), "python": (re2bulk.python_only, [], [])}
     outputs = set()
     for way, _, _ in ways.values():
         with way():

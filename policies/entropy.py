@@ -193,7 +193,7 @@ def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None,
     leaves to `is_high_entropy` only an entropy within 1e-9 of its threshold; `listed`: the
     library's candidates for `data` (re2native.Entropy.candidates), when run ahead.
     """
-    found = native() if len(data) >= re2bulk.MIN_BYTES else None
+    found = native() if re2bulk.takes(data) else None
     if found is not None:
         out = []
         flat = found.find(data, covered or [], listed)

@@ -179,7 +179,7 @@ def find_pii(data: bytes, matches: list[int] | None = None) -> list[Finding]:
     found ahead (re2bulk), else they are searched here. Texts of re2bulk.MIN_BYTES and more
     are searched and checked in re2bulk's library, which leaves IP addresses to `_ip_ok`."""
     out: list[Finding] = []
-    found = native() if matches is None and len(data) >= re2bulk.MIN_BYTES else None
+    found = native() if matches is None and re2bulk.takes(data) else None
     if found is not None:
         flat = found.find(data)
         for k in range(0, len(flat), 4):

@@ -26,6 +26,7 @@ import os
 import subprocess
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -50,6 +51,26 @@ _CHUNK = 4096  # matches per call; a text with more takes more calls
 ENV = "ASSAY_REDACTION_BULK"
 
 _why_not: list[str] = []
+_python_only = 0  # python_only() blocks open
+
+
+def takes(data: bytes) -> bool:
+    """Whether `data` takes the library's paths (the detectors' native parts, the worker): it
+    is MIN_BYTES or longer, and no `python_only()` block is open. Where the library is
+    missing, each path finds that out for itself and stays in Python."""
+    return len(data) >= MIN_BYTES and not _python_only
+
+
+@contextmanager
+def python_only():
+    """Within the block, every text is redacted as without the library: in Python, on the
+    calling thread. The Python twin the tests and the bench hold the library's paths to."""
+    global _python_only
+    _python_only += 1
+    try:
+        yield
+    finally:
+        _python_only -= 1
 
 
 def _cache_dir() -> Path:
@@ -329,7 +350,7 @@ def prefetch(data: bytes, passes: list[tuple[object, Bulk | None]]) -> Prefetche
     """Start the (regex, its Bulk twin) passes over `data` on the worker thread, in order, or
     None when the text is too short to gain from it, no twin is there, or this process has
     one CPU (`taskset -c 0`: the worker only took turns with this thread, 5% slower)."""
-    if len(data) < MIN_BYTES or library() is None or cores() < 2:
+    if not takes(data) or library() is None or cores() < 2:
         return None
     live = [(regex, bulk) for regex, bulk in passes if bulk is not None]
     if not live:

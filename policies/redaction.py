@@ -243,7 +243,7 @@ class Redactor:
         literal search run on this one (re2bulk): generic-api-key's walk first, since the
         rules reach it soonest, then the known values' and the entropy candidates'. A pass
         the worker has not started when this thread needs it is run here instead."""
-        if len(scan) < re2bulk.MIN_BYTES:
+        if not re2bulk.takes(scan):
             return None
         passes = self._rules.passes(gated=False) + self._known.passes()
         if self._entropy:

@@ -321,7 +321,7 @@ class RuleSet:
                     self._scan_regions(rule, data, whole, findings)
             return findings
         findings: list[Finding] = []
-        native = self.native() if len(data) >= re2bulk.MIN_BYTES else None
+        native = self.native() if re2bulk.takes(data) else None
         found = native.scan(data, lowered) if native is not None else None
         if found is not None:
             ids, crowded, records = found

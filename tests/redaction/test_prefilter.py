@@ -36,15 +36,16 @@ def _findings(found) -> list[tuple[int, int, str]]:
 def _engine(native: bool):
     """RuleSet.scan's literal search and located rules in Python, or in re2bulk's library
     whatever the text's length (it takes only texts of re2bulk.MIN_BYTES and more)."""
-    saved_native, saved_min = RULES._native[:], re2bulk.MIN_BYTES
-    if native:
-        re2bulk.MIN_BYTES = 0
-    else:
-        RULES._native[:] = [None]
+    if not native:
+        with re2bulk.python_only():
+            yield
+        return
+    saved = re2bulk.MIN_BYTES
+    re2bulk.MIN_BYTES = 0
     try:
         yield
     finally:
-        RULES._native[:], re2bulk.MIN_BYTES = saved_native, saved_min
+        re2bulk.MIN_BYTES = saved
 
 
 def _same(data: bytes) -> None:

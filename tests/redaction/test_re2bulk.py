@@ -26,7 +26,7 @@ from assay.policies import entropy as _entropy
 from assay.policies import pii as _pii
 from assay.policies import re2bulk, re2native, re2util
 from assay.policies.redaction import Redactor, default_rules
-from assay.policies.secret_rules import RuleSet, load_rules
+from assay.policies.secret_rules import load_rules
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,26 +199,27 @@ def test_a_cursor_searches_live_only_inside_a_listed_match():
 # -- redaction with the passes ahead is redaction without them -------------------------------
 
 
-def _without_bulk(monkeypatch):
-    """Redaction as without the library: no pass ahead, the located rules in Python."""
-    monkeypatch.setattr(re2bulk, "prefetch", lambda data, passes: None)
-    monkeypatch.setattr(RuleSet, "native", lambda self: None)
-    monkeypatch.setattr(_entropy, "native", lambda: None)
-    monkeypatch.setattr(_pii, "native", lambda: None)
-
-
-def test_the_dense_corpus_is_redacted_the_same_with_and_without(corpus, monkeypatch):
+def test_the_dense_corpus_is_redacted_the_same_with_and_without(corpus):
     data = corpus.text.encode()
     redactor = _redactor(corpus.known_values)
     assert redactor._ahead(data) is not None
     found, out = redactor._find(data), redactor.redact(corpus.text)
-    with monkeypatch.context() as m:
-        _without_bulk(m)
+    with re2bulk.python_only():
         plain = _redactor(corpus.known_values)
         assert plain._ahead(data) is None
         assert plain._find(data) == found
         assert plain.redact(corpus.text) == out
     assert len(found) > 500
+
+
+def test_python_only_takes_no_native_path(corpus, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a native path ran inside python_only()")
+
+    for cls, name in [(re2native.Located, "scan"), (re2native.Located, "walk"), (re2native.Entropy, "find"), (re2native.Pii, "find"), (re2bulk, "prefetch")]:
+        monkeypatch.setattr(cls, name, refuse)
+    with re2bulk.python_only():
+        assert "[[SECRET:" in _redactor(corpus.known_values).redact(corpus.text[:200_000])
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -233,8 +234,7 @@ def test_long_generated_texts_are_redacted_the_same_with_and_without(parts, seed
     bulk = _redactor(["hunter2-canary-value"])
     assert bulk._ahead(text.encode("utf-8", "surrogatepass")) is not None
     with_bulk = bulk.redact(text)
-    with pytest.MonkeyPatch.context() as m:
-        _without_bulk(m)
+    with re2bulk.python_only():
         without = _redactor(["hunter2-canary-value"]).redact(text)
     assert with_bulk == without
 
@@ -253,13 +253,12 @@ def _located_findings(rules, data: bytes) -> list:
     return sorted((f.start, f.end, f.kind) for f in rules.scan(data))
 
 
-def test_the_located_rules_find_natively_what_they_find_in_python(corpus, monkeypatch):
+def test_the_located_rules_find_natively_what_they_find_in_python(corpus):
     rules = default_rules()
     data = corpus.text.encode()
     assert rules.native() is not None, re2bulk.unavailable()
     native = _located_findings(rules, data)
-    with monkeypatch.context() as m:
-        m.setattr(RuleSet, "native", lambda self: None)
+    with re2bulk.python_only():
         assert _located_findings(rules, data) == native
     assert native == sorted((f.start, f.end, f.kind) for f in rules.scan_whole(data))
     assert len(native) > 500
