@@ -16,19 +16,13 @@ void bulk_free(void* re) { delete static_cast<RE2*>(re); }
 // google-re2's Match with pos and endpos), the next search starting where a match ends (one
 // past an empty one): up to `cap` of them as (start, end) pairs in `out`. Returns how many.
 int64_t bulk_spans(void* handle, const char* data, int64_t size, int64_t pos, int64_t end, int64_t* out, int64_t cap) {
-  const RE2* re = static_cast<const RE2*>(handle);
-  re2::StringPiece text(data, static_cast<size_t>(size));
-  re2::StringPiece match;
   int64_t found = 0;
-  while (pos <= end && found < cap) {
-    if (!re->Match(text, static_cast<size_t>(pos), static_cast<size_t>(end), RE2::UNANCHORED, &match, 1)) break;
-    int64_t s = match.data() - data;
-    int64_t e = s + static_cast<int64_t>(match.size());
+  if (cap <= 0) return found;
+  each_match(*static_cast<const RE2*>(handle), re2::StringPiece(data, static_cast<size_t>(size)), pos, end, [&](int64_t s, int64_t e) {
     out[2 * found] = s;
     out[2 * found + 1] = e;
-    ++found;
-    pos = e > s ? e : e + 1;
-  }
+    return ++found < cap;
+  });
   return found;
 }
 

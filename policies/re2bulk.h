@@ -60,6 +60,21 @@ inline double entropy_of(const char* s, int64_t n) {
   return std::log2(static_cast<double>(n)) - sum / static_cast<double>(n);
 }
 
+// The leftmost, non-overlapping matches of `re` in text[pos:end] (the whole text as context,
+// as google-re2's Match with pos and endpos), each next search starting where a match ends
+// (one past an empty one), as each(start, end); it returns false to stop. The loop of every
+// whole-text pass, as re2util.match_spans writes it in Python.
+template <typename Each>
+void each_match(const RE2& re, re2::StringPiece text, int64_t pos, int64_t end, Each each) {
+  re2::StringPiece found;
+  while (pos <= end && re.Match(text, static_cast<size_t>(pos), static_cast<size_t>(end), RE2::UNANCHORED, &found, 1)) {
+    int64_t s = found.data() - text.data();
+    int64_t e = s + static_cast<int64_t>(found.size());
+    if (!each(s, e)) return;
+    pos = e > s ? e : e + 1;
+  }
+}
+
 inline bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 inline bool is_lower(uint8_t c) { return c >= 'a' && c <= 'z'; }
 inline bool is_upper(uint8_t c) { return c >= 'A' && c <= 'Z'; }

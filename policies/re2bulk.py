@@ -165,16 +165,35 @@ def library():
     return lib
 
 
-def _taken(lib, out, size: "ctypes.c_int64", as_list: bool = True) -> list[int] | np.ndarray | None:
-    """The int64 array a call returned, as a list (or a numpy copy), the array freed; None
-    for NULL."""
+def returned(fn, *args, as_list: bool = True) -> list[int] | np.ndarray | None:
+    """`fn(*args, &size)`, a library function that returns a malloc'd int64 array and writes
+    its length to its last argument: the array as a list (or a numpy copy), freed; None
+    where it returned NULL."""
+    size = ctypes.c_int64(0)
+    out = fn(*args, ctypes.byref(size))
     if not out:
         return None
     try:
         found = np.ctypeslib.as_array(out, shape=(max(size.value, 1),))[: size.value]
         return found.tolist() if as_list else found.copy()
     finally:
-        lib.bulk_release(out)
+        library().bulk_release(out)
+
+
+class Owned:
+    """Owns one object the library made (`_handle`), freed with the library's `FREE`
+    function when this is collected."""
+
+    __slots__ = ("_handle", "_lib")
+    FREE = "bulk_free"
+
+    def __init__(self, lib, handle: int):
+        self._lib, self._handle = lib, handle
+
+    def __del__(self):
+        if self._handle:
+            getattr(self._lib, self.FREE)(self._handle)
+            self._handle = 0
 
 
 def unavailable() -> str | None:
@@ -189,13 +208,10 @@ _COPIED = {"encoding", "max_mem", "case_sensitive", "never_capture", "log_errors
 _OTHERS = [name for name in re2.Options.NAMES if name not in _COPIED]
 
 
-class Bulk:
+class Bulk(Owned):
     """One google-re2 regex compiled again, with the same options, into the system RE2."""
 
-    __slots__ = ("_handle", "_lib")
-
-    def __init__(self, lib, handle: int):
-        self._lib, self._handle = lib, handle
+    __slots__ = ()
 
     @classmethod
     def of(cls, regex) -> "Bulk | None":
@@ -223,11 +239,6 @@ class Bulk:
                 return out
             s, e = out[-2], out[-1]
             pos = e if e > s else e + 1
-
-    def __del__(self):
-        if self._handle:
-            self._lib.bulk_free(self._handle)
-            self._handle = 0
 
 
 @lru_cache(maxsize=16)

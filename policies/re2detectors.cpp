@@ -191,15 +191,11 @@ void entropy_free(void* handle) { delete static_cast<Entropy*>(handle); }
 // The candidate regex's leftmost, non-overlapping matches over `data` (a pass for the worker),
 // as (start, end) pairs. Free it with bulk_release.
 int64_t* entropy_candidates(void* handle, const char* data, int64_t n, int64_t* size) {
-  const Entropy& h = *static_cast<Entropy*>(handle);
-  re2::StringPiece text(data, static_cast<size_t>(n)), found;
   std::vector<int64_t> out;
-  int64_t pos = 0;
-  while (pos <= n && h.candidate->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) {
-    int64_t s = found.data() - data, e = s + static_cast<int64_t>(found.size());
+  each_match(*static_cast<Entropy*>(handle)->candidate, re2::StringPiece(data, static_cast<size_t>(n)), 0, n, [&](int64_t s, int64_t e) {
     out.insert(out.end(), {s, e});
-    pos = e > s ? e : e + 1;
-  }
+    return true;
+  });
   return released(out, size);
 }
 
@@ -274,13 +270,8 @@ void pii_free(void* handle) { delete static_cast<Pii*>(handle); }
 // decided 0 is an IP address for Python's check. Free it with bulk_release.
 int64_t* pii_find(void* handle, const char* data, int64_t n, int64_t* size) {
   const Pii& h = *static_cast<Pii*>(handle);
-  re2::StringPiece text(data, static_cast<size_t>(n)), found;
   std::vector<int64_t> out;
-  int64_t pos = 0;
-  while (pos <= n) {
-    if (!h.pattern->Match(text, static_cast<size_t>(pos), static_cast<size_t>(n), RE2::UNANCHORED, &found, 1)) break;
-    int64_t s = found.data() - data, e = s + static_cast<int64_t>(found.size());
-    pos = e > s ? e : e + 1;
+  each_match(*h.pattern, re2::StringPiece(data, static_cast<size_t>(n)), 0, n, [&](int64_t s, int64_t e) {
     int kind = kind_of(h, data, n, s, e);
     const uint8_t* c = reinterpret_cast<const uint8_t*>(data + s);
     bool keep = false, decided = true;
@@ -298,7 +289,8 @@ int64_t* pii_find(void* handle, const char* data, int64_t n, int64_t* size) {
       default: break;
     }
     if (keep) out.insert(out.end(), {s, e, static_cast<int64_t>(kind), static_cast<int64_t>(decided)});
-  }
+    return true;
+  });
   return released(out, size);
 }
 }

@@ -19,14 +19,22 @@ import ctypes
 
 import numpy as np
 
-from assay.policies.re2bulk import _taken, _why_not, library
+from assay.policies.re2bulk import Owned, _why_not, library, returned
 
 
 def _ints(values) -> np.ndarray:
     return np.ascontiguousarray(values if len(values) else [0], dtype=np.int64)
 
 
-class Located:
+def _result(fn, *args, as_list: bool = True):
+    """`returned(fn, *args)`, which only a failed allocation makes NULL here."""
+    found = returned(fn, *args, as_list=as_list)
+    if found is None:
+        raise MemoryError(f"re2bulk.{fn.__name__} could not allocate its result")
+    return found
+
+
+class Located(Owned):
     """A RuleSet's rules built into the library (re2rules.cpp's located_*): the literal search
     and the located rules' searches around its hits (`scan`), and the rules walked through
     their cores (`walk`), each judging its matches as RuleSet._judge does, in one call that
@@ -35,14 +43,16 @@ class Located:
     Built by RuleSet.native: the literals and their tables first, then each rule's parts,
     then `ready()`. Any part the system RE2 refuses leaves the whole of it unused."""
 
-    __slots__ = ("_handle", "_lib", "literals", "ok", "walks")
+    __slots__ = ("literals", "ok", "walks")
+    FREE = "located_free"
 
     def __init__(self, lib, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int):
         """`tables`: per literal, in id order, its entries (six ints each, None as -1), the
         ids of the literals it starts with and the rules it alone locates."""
-        self._lib, self.literals, self.ok = lib, literals, True
+        super().__init__(lib, lib.located_new(max_mem, n_rules))
+        handle = self._handle
+        self.literals, self.ok = literals, True
         self.walks: dict[int, Walk] = {}
-        self._handle = handle = lib.located_new(max_mem, n_rules)
         for lit in literals:
             lib.located_literal(handle, lit, len(lit))
         for i, (entries, prefixes, located_by) in enumerate(tables):
@@ -93,8 +103,7 @@ class Located:
         caller then searches in Python. A record is six ints: (rule, decided, match start,
         match end, secret start, secret end); decided 1 is a finding at the secret, decided 0
         a match for RuleSet._judge to decide (an entropy near its threshold)."""
-        size = ctypes.c_int64(0)
-        flat = _taken(self._lib, self._lib.located_scan(self._handle, data, lowered, len(data), ctypes.byref(size)), size)
+        flat = returned(self._lib.located_scan, self._handle, data, lowered, len(data))
         if flat is None:
             return None
         p = flat[0]
@@ -104,30 +113,19 @@ class Located:
 
     def walk(self, data: bytes, index: int) -> list[int]:
         """A walked rule's records, as `scan`'s."""
-        size = ctypes.c_int64(0)
-        flat = _taken(self._lib, self._lib.located_walk(self._handle, index, data, len(data), ctypes.byref(size)), size)
-        if flat is None:
-            raise MemoryError("re2bulk.located_walk could not allocate its result")
-        return flat
-
-    def __del__(self):
-        if self._handle:
-            self._lib.located_free(self._handle)
-            self._handle = 0
+        return _result(self._lib.located_walk, self._handle, index, data, len(data))
 
 
 _SUBJECTS = {"secret": 0, "stop": 1, "match": 2, "line": 3}
 
 
-class Pii:
+class Pii(Owned):
     """pii.find_pii built into the library (re2detectors.cpp's pii_*): the one-pass pattern, each
     candidate's kind and its check, in one call on the calling thread; IP addresses are left
     to Python's ipaddress."""
 
-    __slots__ = ("_handle", "_lib")
-
-    def __init__(self, lib, handle: int):
-        self._lib, self._handle = lib, handle
+    __slots__ = ()
+    FREE = "pii_free"
 
     @classmethod
     def of(cls, pattern, alone: list, iban_lengths: dict[str, int]) -> "Pii | None":
@@ -150,16 +148,7 @@ class Pii:
     def find(self, data: bytes) -> list[int]:
         """Flat (start, end, kind index, decided) per candidate kept; decided 0 is an IP
         address for Python to check."""
-        size = ctypes.c_int64(0)
-        flat = _taken(self._lib, self._lib.pii_find(self._handle, data, len(data), ctypes.byref(size)), size)
-        if flat is None:
-            raise MemoryError("re2bulk.pii_find could not allocate its result")
-        return flat
-
-    def __del__(self):
-        if self._handle:
-            self._lib.pii_free(self._handle)
-            self._handle = 0
+        return _result(self._lib.pii_find, self._handle, data, len(data))
 
 
 class Walk:
@@ -174,14 +163,12 @@ class Walk:
         return self.located.walk(data, self.index)
 
 
-class Entropy:
+class Entropy(Owned):
     """entropy.find_high_entropy built into the library (re2detectors.cpp's entropy_*): the
     candidate search (a pass the worker may run ahead) and the checks on each candidate."""
 
-    __slots__ = ("_handle", "_lib")
-
-    def __init__(self, lib, handle: int):
-        self._lib, self._handle = lib, handle
+    __slots__ = ()
+    FREE = "entropy_free"
 
     @classmethod
     def of(cls, candidate, hash_label, hex_at: list[float], b64_at: list[float], hex_beyond: float, b64_beyond: float) -> "Entropy | None":
@@ -203,26 +190,13 @@ class Entropy:
         `candidates(data)`, run ahead; else the candidates are searched here."""
         spans = _ints([x for span in covered for x in span])
         at, pairs = (listed.ctypes.data, len(listed) // 2) if listed is not None else (None, 0)
-        size = ctypes.c_int64(0)
-        flat = _taken(self._lib, self._lib.entropy_find(self._handle, data, len(data), spans.ctypes.data, len(covered), at, pairs, ctypes.byref(size)), size)
-        if flat is None:
-            raise MemoryError("re2bulk.entropy_find could not allocate its result")
-        return flat
+        return _result(self._lib.entropy_find, self._handle, data, len(data), spans.ctypes.data, len(covered), at, pairs)
 
     def candidates(self, data: bytes) -> np.ndarray:
         """The candidate regex's matches over `data`, as flat (start, end) pairs: a pass
         for the worker (`spans`), read by `find`."""
-        size = ctypes.c_int64(0)
-        found = _taken(self._lib, self._lib.entropy_candidates(self._handle, data, len(data), ctypes.byref(size)), size, as_list=False)
-        if found is None:
-            raise MemoryError("re2bulk.entropy_candidates could not allocate its result")
-        return found
+        return _result(self._lib.entropy_candidates, self._handle, data, len(data), as_list=False)
 
     spans = candidates
-
-    def __del__(self):
-        if self._handle:
-            self._lib.entropy_free(self._handle)
-            self._handle = 0
 
 
