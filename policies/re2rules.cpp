@@ -104,7 +104,6 @@ bool set_says(const std::unique_ptr<RE2::Set>& set, const char* s, int64_t n) {
 // leaves the match to RuleSet._judge.
 struct Judge {
   const char* data;
-  int64_t n;
   Lines& lines;
   std::vector<int64_t>& out;
   std::string lowered;  // the secret, lower-cased, for the stopwords
@@ -327,7 +326,7 @@ int64_t* located_scan(void* handle, const char* data, const char* lowered, int64
   out.push_back(static_cast<int64_t>(ids.size()));
   out.insert(out.end(), ids.begin(), ids.end());
 
-  Judge judge{data, n, lines, out};
+  Judge judge{data, lines, out};
   re2::StringPiece text(data, static_cast<size_t>(n));
   std::vector<re2::StringPiece> sub;
   for (size_t r = 0; r < n_rules; ++r) {
@@ -381,7 +380,7 @@ int64_t* located_walk(void* handle, int64_t index, const char* data, int64_t n, 
   if (!rule.groups) return released(out, size);
   re2::StringPiece text(data, static_cast<size_t>(n));
   Lines lines{data, n};
-  Judge judge{data, n, lines, out};
+  Judge judge{data, lines, out};
   std::vector<re2::StringPiece> sub(static_cast<size_t>(rule.groups->NumberOfCapturingGroups()) + 1);
   const int nsub = static_cast<int>(sub.size());
   int64_t pos = 0;

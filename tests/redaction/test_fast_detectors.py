@@ -77,8 +77,8 @@ _tokenish = st.lists(
 
 
 @contextmanager
-def _native_entropy():
-    """find_high_entropy in re2bulk's library whatever the text's length."""
+def _any_length():
+    """The detectors' native paths (re2bulk's library) for texts of any length."""
     saved = re2bulk.MIN_BYTES
     re2bulk.MIN_BYTES = 0
     try:
@@ -91,7 +91,7 @@ def _both(find):
     """`find()` in Python, and (when the library is there) natively: they must agree."""
     plain = find()
     if NATIVE:
-        with _native_entropy():
+        with _any_length():
             assert find() == plain
     return plain
 
@@ -220,7 +220,7 @@ def test_pii_found_natively_is_pii_found_in_python(text):
     data = text.encode()
     plain = _findings(_pii.find_pii(data))
     if _pii.native() is not None:
-        with _native_entropy():  # re2bulk.MIN_BYTES 0: the native path for any length
+        with _any_length():
             assert _findings(_pii.find_pii(data)) == plain
 
 
