@@ -125,7 +125,7 @@ def library():
     lib.bulk_spans.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.located_new.restype = ptr
-    lib.located_new.argtypes = [i64, i64]
+    lib.located_new.argtypes = [i64, i64, i64, i64, i64, i64]
     lib.located_free.restype = None
     lib.located_free.argtypes = [ptr]
     lib.located_literal.restype = i64

@@ -46,10 +46,11 @@ class Located(Owned):
     __slots__ = ("literals", "ok", "walks")
     FREE = "located_free"
 
-    def __init__(self, lib, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int):
+    def __init__(self, lib, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int, crowding: tuple[int, int, int, int]):
         """`tables`: per literal, in id order, its entries (six ints each, None as -1), the
-        ids of the literals it starts with and the rules it alone locates."""
-        super().__init__(lib, lib.located_new(max_mem, n_rules))
+        ids of the literals it starts with and the rules it alone locates. `crowding`:
+        secret_rules' CROWDED, MIN_LITERAL and CROWDED_BYTES, when a literal is left out."""
+        super().__init__(lib, lib.located_new(max_mem, n_rules, *crowding))
         handle = self._handle
         self.literals, self.ok = literals, True
         self.walks: dict[int, Walk] = {}
@@ -61,9 +62,9 @@ class Located(Owned):
             lib.located_tables(handle, i, flat.ctypes.data, len(entries), pre.ctypes.data, len(prefixes), by.ctypes.data, len(located_by))
 
     @classmethod
-    def new(cls, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int) -> "Located | None":
+    def new(cls, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int, crowding: tuple[int, int, int, int]) -> "Located | None":
         lib = library()
-        return cls(lib, literals, tables, n_rules, max_mem) if lib is not None else None
+        return cls(lib, literals, tables, n_rules, max_mem, crowding) if lib is not None else None
 
     def _refused(self, what: str) -> None:
         self.ok = False

@@ -13,8 +13,6 @@ namespace {
 
 // secret_rules: the bounds python writes as None arrive as -1.
 constexpr int64_t kNone = -1;
-constexpr int64_t kCrowded = 64;   // secret_rules.CROWDED
-constexpr int64_t kMinLiteral = 3;  // secret_rules.MIN_LITERAL
 constexpr size_t kKeptAlternations = 16;
 
 struct Entry {
@@ -146,6 +144,8 @@ struct Judge {
 
 struct Located {
   int64_t max_mem = 64 << 20;
+  // secret_rules' CROWDED, MIN_LITERAL and CROWDED_BYTES: when a literal is left out.
+  int64_t crowded = 0, min_literal = 0, bytes_per_hit = 1, bytes_per_short_hit = 1;
   std::vector<std::string> literals;  // by id
   std::unordered_map<std::string, int64_t> ids;
   std::vector<std::vector<Entry>> entries;      // folded over the literal's prefixes
@@ -186,9 +186,13 @@ struct Located {
 
 extern "C" {
 
-void* located_new(int64_t max_mem, int64_t rules) {
+void* located_new(int64_t max_mem, int64_t rules, int64_t crowded, int64_t min_literal, int64_t bytes_per_hit, int64_t bytes_per_short_hit) {
   Located* made = new Located();
   made->max_mem = max_mem;
+  made->crowded = crowded;
+  made->min_literal = min_literal;
+  made->bytes_per_hit = bytes_per_hit;
+  made->bytes_per_short_hit = bytes_per_short_hit;
   made->rules.resize(static_cast<size_t>(rules));
   return made;
 }
@@ -293,7 +297,7 @@ int64_t* located_scan(void* handle, const char* data, const char* lowered, int64
     if (found == h->ids.end()) continue;
     int64_t id = found->second;
     for (int64_t p : h->prefixes[id]) present[p] = 1;
-    if (++seen[id] > kCrowded + n / (len >= kMinLiteral ? 256 : 1024)) {
+    if (++seen[id] > h->crowded + n / (len >= h->min_literal ? h->bytes_per_hit : h->bytes_per_short_hit)) {
       left_out[id] = 1;
       --live;
       for (int64_t r : h->located_by[id]) {
@@ -315,16 +319,13 @@ int64_t* located_scan(void* handle, const char* data, const char* lowered, int64
   }
 
   std::vector<int64_t> out;
-  std::vector<int64_t> ids;
-  for (size_t i = 0; i < n_lits; ++i)
-    if (present[i]) ids.push_back(static_cast<int64_t>(i));
-  out.push_back(static_cast<int64_t>(ids.size()));
-  out.insert(out.end(), ids.begin(), ids.end());
-  ids.clear();
-  for (size_t r = 0; r < n_rules; ++r)
-    if (crowded[r]) ids.push_back(static_cast<int64_t>(r));
-  out.push_back(static_cast<int64_t>(ids.size()));
-  out.insert(out.end(), ids.begin(), ids.end());
+  auto listed = [&out](const std::vector<uint8_t>& flags) {  // how many are set, then which
+    out.push_back(std::count(flags.begin(), flags.end(), 1));
+    for (size_t i = 0; i < flags.size(); ++i)
+      if (flags[i]) out.push_back(static_cast<int64_t>(i));
+  };
+  listed(present);
+  listed(crowded);
 
   Judge judge{data, lines, out};
   re2::StringPiece text(data, static_cast<size_t>(n));

@@ -47,7 +47,10 @@ from assay.policies.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsu
 # fewer hits (see RuleSet._locate); a rule located only by such a literal and whose regex
 # opens with a literal (twilio's SK...) runs over the whole text, where RE2 skips ahead by memchr.
 MIN_LITERAL = 3
+# A literal found more than CROWDED times, plus one per CROWDED_BYTES[0] bytes of text
+# (CROWDED_BYTES[1] for one shorter than MIN_LITERAL), is left out of the literal search.
 CROWDED = 64
+CROWDED_BYTES = (256, 1024)
 # A rule with this many matches in one text has their entropies taken in one numpy pass
 # (its fixed cost, about 15 us, is ten scalar entropies).
 BATCH_ENTROPY = 12
@@ -254,7 +257,8 @@ class RuleSet:
         literals = list(self._entries)
         ids = {lit: i for i, lit in enumerate(literals)}
         tables = [(self._entries[lit], [ids[p] for p in self._prefixes[lit]], sorted(self._located_by[lit])) for lit in literals]
-        native = re2native.Located.new(literals, tables, len(self.rules), _options().max_mem)
+        crowding = (CROWDED, MIN_LITERAL, *CROWDED_BYTES)
+        native = re2native.Located.new(literals, tables, len(self.rules), _options().max_mem, crowding)
         if native is None:
             return None
         for i, rule in enumerate(self.rules):
@@ -416,7 +420,7 @@ class RuleSet:
             lit = lowered[s:e]
             present.update(prefixes_of[lit])
             count = seen[lit] = seen.get(lit, 0) + 1
-            if count > CROWDED + n // (256 if e - s >= MIN_LITERAL else 1024):
+            if count > CROWDED + n // (CROWDED_BYTES[0] if e - s >= MIN_LITERAL else CROWDED_BYTES[1]):
                 left_out |= {lit}
                 for i in self._located_by[lit]:
                     crowded.add(i)
