@@ -4,9 +4,10 @@
 re2util.analyse), skips rules whose literals or keywords are absent, and finds generic-api-key
 through its core; `RuleSet.scan_whole` is the definition (every rule whose keyword occurs, over
 the whole text). The literal search and the located rules run in Python or, on long texts,
-in re2bulk's library: both are held to the definition here. They must agree on every input: random text, text built from the rules' own
-literals and keywords, strings generated from each rule's regex, and hostile shapes (one
-literal repeated until the search gives up on it, long lines, characters RE2 folds into k and s).
+in re2bulk's library: both are held to the definition here. They must agree on every input:
+random text, text built from the rules' own literals and keywords, strings generated from each
+rule's regex, and hostile shapes (one literal repeated until the search gives up on it, long
+lines, characters RE2 folds into k and s).
 """
 
 from __future__ import annotations
