@@ -181,14 +181,13 @@ def native() -> "re2native.Entropy | None":
 _KINDS = {1: "high-entropy-hex", 2: "high-entropy"}
 
 
-def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None, search=None, listed=None) -> list[Finding]:
+def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None, listed=None) -> list[Finding]:
     """Every maximal run of the base64 alphabet (with up to two '=' after it) that
     `is_high_entropy` takes for a token.
 
     `covered`: sorted, disjoint spans already found by a detector that outranks this one
     (redaction.py merges overlapping findings and names them after the higher-ranked one).
     A token wholly inside one of them would change nothing there, so it is not checked.
-    `search`: `next(pos)` for _CANDIDATE over `data` (a re2bulk cursor), else a live search.
     Texts of re2bulk.MIN_BYTES and more are searched and judged in re2bulk's library, which
     leaves to `is_high_entropy` only an entropy within 1e-9 of its threshold; `listed`: the
     library's candidates for `data` (re2native.Entropy.candidates), when run ahead.
@@ -204,8 +203,7 @@ def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None,
                 out.append(Finding(s, end, name))
         return out
     out: list[Finding] = []
-    if search is None:
-        search = re2bulk.live_cursor(_CANDIDATE, data)
+    search = re2bulk.live_cursor(_CANDIDATE, data)
     rest = _REST_OF_RUN._regexp.Match
     starts = [lo for lo, _ in covered] if covered else None
     n = len(data)

@@ -174,12 +174,11 @@ def native() -> "re2native.Pii | None":
     return re2native.Pii.of(_PATTERN, [regex for _, regex in _ALONE], _IBAN_LENGTHS)
 
 
-def find_pii(data: bytes, matches: list[int] | None = None) -> list[Finding]:
-    """`matches`: _PATTERN's matches in `data` as a flat list s0, e0, s1, ... when they were
-    found ahead (re2bulk), else they are searched here. Texts of re2bulk.MIN_BYTES and more
-    are searched and checked in re2bulk's library, which leaves IP addresses to `_ip_ok`."""
+def find_pii(data: bytes) -> list[Finding]:
+    """Every personal datum in `data`. Texts of re2bulk.MIN_BYTES and more are searched and
+    checked in re2bulk's library, which leaves IP addresses to `_ip_ok`."""
     out: list[Finding] = []
-    found = native() if matches is None and re2bulk.takes(data) else None
+    found = native() if re2bulk.takes(data) else None
     if found is not None:
         flat = found.find(data)
         for k in range(0, len(flat), 4):
@@ -188,11 +187,8 @@ def find_pii(data: bytes, matches: list[int] | None = None) -> list[Finding]:
             if decided or _CHECKS[name](data[s:e]):
                 out.append(Finding(s, e, name))
         return out
-    if matches is None:
-        pairs = (spans[0] for spans in match_spans(_PATTERN, data))
-    else:
-        pairs = zip(matches[0::2], matches[1::2])
-    for s, e in pairs:
+    for spans in match_spans(_PATTERN, data):
+        s, e = spans[0]
         kind = _kind_of(data, s, e)
         if kind and _CHECKS[kind](data[s:e]):
             out.append(Finding(s, e, kind))

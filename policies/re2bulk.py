@@ -5,9 +5,8 @@ system's RE2 (Debian's libre2-dev: the Makefile installs it) into the user's cac
 machine, and loaded with ctypes, which drops the GIL for each call. This module builds and
 loads it and runs the whole-text passes; re2native.py wraps the detectors' parts.
 
-The passes (a walked rule's, the registered values', and where the detectors are not built
-whole, PII's and the entropy candidates') are queued on one worker thread while the calling
-thread runs the rules' literal search. A pass the worker has not started when the calling
+The passes (the walked rules', the registered values' and the entropy candidates') are
+queued on one worker thread while the calling thread runs PII and the rules' literal search. A pass the worker has not started when the calling
 thread needs it is taken back and run there (`Prefetched`). `Bulk` passes return every match
 of one regex, which the detectors read through a `Cursor` that answers exactly what a live
 search would, and searches live where the list cannot tell.
@@ -241,13 +240,6 @@ class Bulk(Owned):
             pos = e if e > s else e + 1
 
 
-@lru_cache(maxsize=16)
-def shared(regex) -> Bulk | None:
-    """The Bulk twin of a module-level regex (they live for the process; google-re2's
-    regexes hash by identity). A run's own regexes (registered values) keep theirs."""
-    return Bulk.of(regex)
-
-
 class Cursor:
     """The matches of `regex` in `data` from a precomputed list (`spans`, flat), in the
     order a live search loop asks for them.
@@ -317,11 +309,11 @@ class Prefetched:
         self.data, self._passes = data, passes
         self.stolen = 0  # passes run on the calling thread (for the tests and the bench)
 
-    def spans(self, regex) -> list[int] | None:
-        """The result of `regex`'s pass, waiting for it; None if it was not prefetched, or
-        if the pass failed (out of memory, say): the detector then searches live, since a
-        way of going faster must never be a way of redacting less."""
-        queued = self._passes.get(id(regex))
+    def spans(self, key) -> list[int] | None:
+        """The result of `key`'s pass, waiting for it; None if it was not prefetched, or if
+        the pass failed (out of memory, say): the detector then searches live, since a way
+        of going faster must never be a way of redacting less."""
+        queued = self._passes.get(id(key))
         if queued is None:
             return None
         twin, future = queued
@@ -332,12 +324,12 @@ class Prefetched:
             return future.result()
         except Exception as exc:  # noqa: BLE001 - any failure falls back to the live search
             log.warning("a whole-text pass failed (%s); searching live", type(exc).__name__)
-            self._passes.pop(id(regex), None)
+            self._passes.pop(id(key), None)
             return None
 
-    def drop(self, regex) -> None:
-        """`regex`'s pass will not be asked for: the worker skips it if not started."""
-        queued = self._passes.pop(id(regex), None)
+    def drop(self, key) -> None:
+        """`key`'s pass will not be asked for: the worker skips it if not started."""
+        queued = self._passes.pop(id(key), None)
         if queued is not None:
             queued[1].cancel()
 

@@ -204,10 +204,8 @@ class Redactor:
         ahead = self._ahead(scan)
         raw: list[tuple[int, int, int, str, str]] = []
         if self._pii:
-            # First, on this thread (natively, or by taking back its pass, queued last:
-            # re2bulk.Prefetched) while the worker runs the walks and the known values' pass.
-            matches = ahead.spans(_pii._PATTERN) if ahead is not None else None
-            for f in _pii.find_pii(scan, matches):
+            # First, on this thread, while the worker runs the walks and the known values' pass.
+            for f in _pii.find_pii(scan):
                 raw.append((f.start, f.end, _PRIORITY["pii"], "PII", f.kind))
         for f in self._rules.scan(scan, ahead):
             raw.append((f.start, f.end, _PRIORITY["rule"], "SECRET", f.kind))
@@ -216,11 +214,9 @@ class Redactor:
         if self._entropy:
             # A token inside a span a higher-ranked detector (rules, known values) found
             # merges into it and takes its name, so the entropy detector need not judge it.
-            native = _entropy.native() if ahead is not None else None  # short texts: no library
-            search = ahead.cursor(_entropy._CANDIDATE) if ahead is not None and native is None else None
-            listed = ahead.spans(native) if native is not None else None
+            listed = ahead.spans(_entropy.native()) if ahead is not None else None
             covered = _union([(s, e) for s, e, prio, *_ in raw if prio < _PRIORITY["entropy"]])
-            for f in _entropy.find_high_entropy(scan, covered, search, listed):
+            for f in _entropy.find_high_entropy(scan, covered, listed):
                 raw.append((f.start, f.end, _PRIORITY["entropy"], "SECRET", f.kind))
         if not raw:
             return []
@@ -247,13 +243,10 @@ class Redactor:
             return None
         passes = self._rules.passes(gated=False) + self._known.passes()
         if self._entropy:
-            native = _entropy.native()
-            passes.append((native, native) if native is not None else (_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)))
+            passes.append((_entropy.native(), _entropy.native()))  # a None pass is left out
         # Walks of rules that need a literal last: by the time the worker reaches them, the
         # rules' scan has dropped those it will not ask for.
         passes += self._rules.passes(gated=True)
-        if self._pii and _pii.native() is None:
-            passes.append((_pii._PATTERN, re2bulk.shared(_pii._PATTERN)))
         return re2bulk.prefetch(scan, passes)
 
     def find(self, text: str) -> list[Span]:

@@ -73,8 +73,8 @@ def _passes(redactor: Redactor) -> list:
     """The passes that list one regex's matches (the rules' are whole walks: below)."""
     return [
         *redactor._known.passes(),
-        (_entropy._CANDIDATE, re2bulk.shared(_entropy._CANDIDATE)),
-        (_pii._PATTERN, re2bulk.shared(_pii._PATTERN)),
+        (_entropy._CANDIDATE, re2bulk.Bulk.of(_entropy._CANDIDATE)),
+        (_pii._PATTERN, re2bulk.Bulk.of(_pii._PATTERN)),
     ]
 
 
@@ -163,7 +163,7 @@ def test_the_native_walk_finds_what_the_python_walk_finds_on_generated_bytes(tex
 
 def test_more_matches_than_one_call_returns():
     data = b"a1B2c3D4e5F6g7H8i9J0k " * (3 * re2bulk._CHUNK)
-    bulk = re2bulk.shared(_entropy._CANDIDATE)
+    bulk = re2bulk.Bulk.of(_entropy._CANDIDATE)
     assert len(bulk.spans(data)) == 2 * 3 * re2bulk._CHUNK
     assert bulk.spans(data) == _live(_entropy._CANDIDATE, data)
 
@@ -176,7 +176,7 @@ def test_more_matches_than_one_call_returns():
 def test_a_cursor_answers_as_a_live_search_from_any_position(text, steps):
     data = (text * 3).encode("utf-8", "surrogatepass")
     regex = _entropy._CANDIDATE
-    cursor = re2bulk.Cursor(regex, data, re2bulk.shared(regex).spans(data))
+    cursor = re2bulk.Cursor(regex, data, re2bulk.Bulk.of(regex).spans(data))
     live = re2bulk.live_cursor(regex, data)
     pos = 0
     for step in steps:  # callers jump ahead, into matches or past them
@@ -187,7 +187,7 @@ def test_a_cursor_answers_as_a_live_search_from_any_position(text, steps):
 def test_a_cursor_searches_live_only_inside_a_listed_match():
     data = b"x aB3dE5gH7jK9mN1pQ3sT5 y cD4fG6hJ8kL0nP2rS4uV6 z"
     regex = _entropy._CANDIDATE
-    spans = re2bulk.shared(regex).spans(data)
+    spans = re2bulk.Bulk.of(regex).spans(data)
     cursor = re2bulk.Cursor(regex, data, spans)
     assert cursor.next(0) == (spans[0], spans[1]) and cursor.lives == 0
     assert cursor.next(spans[1]) == (spans[2], spans[3]) and cursor.lives == 0
@@ -338,7 +338,7 @@ def test_a_pass_the_worker_has_not_started_runs_on_the_calling_thread(corpus):
     data = corpus.text.encode()
     regex = _pii._PATTERN
     with _worker_held() as held:
-        ahead = re2bulk.prefetch(data, [(object(), held), (regex, re2bulk.shared(regex))])
+        ahead = re2bulk.prefetch(data, [(object(), held), (regex, re2bulk.Bulk.of(regex))])
         assert ahead.spans(regex) == _live(regex, data)
         assert ahead.stolen == 1
 
