@@ -51,13 +51,26 @@ ENV = "ASSAY_REDACTION_BULK"
 
 _why_not: list[str] = []
 _python_only = 0  # python_only() blocks open
+_any_length = 0  # any_length() blocks open
 
 
 def takes(data: bytes) -> bool:
     """Whether `data` takes the library's paths (the detectors' native parts, the worker): it
-    is MIN_BYTES or longer, and no `python_only()` block is open. Where the library is
-    missing, each path finds that out for itself and stays in Python."""
-    return len(data) >= MIN_BYTES and not _python_only
+    is MIN_BYTES or longer (or an `any_length()` block is open), and no `python_only()` block
+    is open. Where the library is missing, each path finds that out and stays in Python."""
+    return (len(data) >= MIN_BYTES or _any_length > 0) and not _python_only
+
+
+@contextmanager
+def any_length():
+    """Within the block, texts of any length take the library's paths: how the tests hold
+    short generated texts to the Python twin."""
+    global _any_length
+    _any_length += 1
+    try:
+        yield
+    finally:
+        _any_length -= 1
 
 
 @contextmanager

@@ -9,7 +9,6 @@ byte tests that skip a kind never skip the kind that matched.
 from __future__ import annotations
 
 import string
-from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -76,22 +75,11 @@ _tokenish = st.lists(
 ).map("".join)
 
 
-@contextmanager
-def _any_length():
-    """The detectors' native paths (re2bulk's library) for texts of any length."""
-    saved = re2bulk.MIN_BYTES
-    re2bulk.MIN_BYTES = 0
-    try:
-        yield
-    finally:
-        re2bulk.MIN_BYTES = saved
-
-
 def _both(find):
     """`find()` in Python, and (when the library is there) natively: they must agree."""
     plain = find()
     if NATIVE:
-        with _any_length():
+        with re2bulk.any_length():
             assert find() == plain
     return plain
 
@@ -220,7 +208,7 @@ def test_pii_found_natively_is_pii_found_in_python(text):
     data = text.encode()
     plain = _findings(_pii.find_pii(data))
     if _pii.native() is not None:
-        with _any_length():
+        with re2bulk.any_length():
             assert _findings(_pii.find_pii(data)) == plain
 
 

@@ -37,16 +37,8 @@ def _findings(found) -> list[tuple[int, int, str]]:
 def _engine(native: bool):
     """RuleSet.scan's literal search and located rules in Python, or in re2bulk's library
     whatever the text's length (it takes only texts of re2bulk.MIN_BYTES and more)."""
-    if not native:
-        with re2bulk.python_only():
-            yield
-        return
-    saved = re2bulk.MIN_BYTES
-    re2bulk.MIN_BYTES = 0
-    try:
+    with re2bulk.any_length() if native else re2bulk.python_only():
         yield
-    finally:
-        re2bulk.MIN_BYTES = saved
 
 
 def _same(data: bytes) -> None:

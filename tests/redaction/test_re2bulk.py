@@ -222,6 +222,19 @@ def test_python_only_takes_no_native_path(corpus, monkeypatch):
         assert "[[SECRET:" in _redactor(corpus.known_values).redact(corpus.text[:200_000])
 
 
+def test_any_length_sends_short_texts_to_the_library(monkeypatch):
+    # The switch the property tests use to hold short generated texts to the Python twin.
+    ran = []
+    for cls, name in [(re2native.Located, "scan"), (re2native.Entropy, "find"), (re2native.Pii, "find")]:
+        monkeypatch.setattr(cls, name, lambda self, *args, real=getattr(cls, name), name=name: ran.append(name) or real(self, *args))
+    text = "api_key = a1B2c3D4e5F6g7H8i9J0 x@example.com"
+    _redactor().redact(text)
+    assert ran == []
+    with re2bulk.any_length():
+        _redactor().redact(text)
+    assert sorted(set(ran)) == ["find", "scan"] and ran.count("find") >= 2
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(parts=st.lists(_long_pieces, min_size=1, max_size=20), seed=st.integers(0, 2**32 - 1))
 def test_long_generated_texts_are_redacted_the_same_with_and_without(parts, seed):
