@@ -1,14 +1,22 @@
 """The coefficient tables of vecmath.h's piecewise activations, and the script that writes them.
 
     python kernels/cpp/tables.py --write     # rewrites the generated block in vecmath.h
+    python kernels/cpp/tables.py --check     # each table within its stated bound, and a refit too
 
 A rational or exp-and-log form of erf or softplus costs 20-25 vector instructions; on a 2-core
 machine that makes gelu and softplus compute-bound beside a fast memory copy. A polynomial of
 degree 4-5 per interval needs far fewer, and AVX-512's two-register permute (vpermt2ps) fetches
 each coefficient for 16 lanes at once from 32 intervals held in registers, so a table costs no
 memory traffic. Each interval's polynomial is a least-squares fit on Chebyshev nodes, weighted
-for relative error (near minimax), in double precision, then rounded to fp32;
-tests/kernels/test_vecmath.py measures the result against double-precision references.
+for relative error (near minimax), in double precision, then rounded to fp32.
+
+The fit is deterministic: the nodes come from `math.cos`, the solve is a Householder QR whose
+every dot product is `math.fsum` (correctly rounded), so no BLAS or LAPACK build, thread count or
+SIMD path can round it differently. What is checked is not the bits but what matters: each
+table's `bound`, the worst relative error of its fp32 coefficients against the double-precision
+function over a dense grid of its domain (`worst_error`), and a refit agrees with the shipped
+table to that same bound (`python kernels/cpp/tables.py --check`; tests/kernels/test_vecmath.py).
+A different libm may still move a value by an ulp; that moves no table past its bound.
 """
 
 from __future__ import annotations
@@ -41,44 +49,131 @@ class Table:
     odd_first: bool = False  # interval 0 as an odd polynomial (f is odd): f(0) is exactly 0
     why: str = ""
     shift: int = 0  # interval k is centred on (k - shift) * width: a signed range for shift > 0
+    # Worst relative error of the fp32 table against f in double precision over its domain: the
+    # stated accuracy, with some room over what the fit reaches (the header's comments quote it).
+    bound: float = 0.0
 
 
 TABLES = (
     Table("TAB_ERF", lambda u: math.erf(u / math.sqrt(2.0)), 0.2, 4, odd_first=True,
-          why="erf(u / sqrt 2) for u = |x| in [0, 6.3): gelu's Phi; 1 in fp32 from 5.6 on"),
+          bound=4e-7, why="erf(u / sqrt 2) for u = |x| in [0, 6.3): gelu's Phi; 1 in fp32 from 5.6 on"),
     Table("TAB_GELU_TANH", lambda u: math.tanh(math.sqrt(2.0 / math.pi) * (u + 0.044715 * u ** 3)), 0.2, 4, odd_first=True,
-          why="tanh(sqrt(2 / pi) (u + 0.044715 u^3)) for u = |x| in [0, 6.3): gelu_tanh's; 1 in fp32 from 3.9 on"),
-    Table("TAB_SOFTPLUS", lambda a: math.log1p(math.exp(-a)), 0.5, 5,
+          bound=4e-7, why="tanh(sqrt(2 / pi) (u + 0.044715 u^3)) for u = |x| in [0, 6.3): gelu_tanh's; 1 in fp32 from 3.9 on"),
+    Table("TAB_SOFTPLUS", lambda a: math.log1p(math.exp(-a)), 0.5, 5, bound=1.5e-7,
           why="log1p(exp(-a)) for a = |x| in [0, 15.75): softplus less max(x, 0)"),
     # Width 1 (a power of two) keeps the interval's offset exact in fp32 for a signed x; a shifted
     # y = x / w + shift would round away the low bits that tanh(softplus)'s relative error needs.
-    Table("TAB_TANH_SOFTPLUS", lambda x: _tanh_softplus(x), 1.0, 6, shift=22,
+    Table("TAB_TANH_SOFTPLUS", lambda x: _tanh_softplus(x), 1.0, 6, shift=22, bound=4e-7,
           why="tanh(softplus(x)) for x in [-22.5, 9.5): mish's; 1 in fp32 from 9.01 on"),
 )
+
+
+def _lstsq(rows: list[list[float]], rhs: list[float]) -> list[float]:
+    """Least squares by Householder QR in plain floats, every sum by math.fsum: the same numbers
+    on every machine with IEEE doubles, where LAPACK's answer depends on its build."""
+    a = [row[:] for row in rows]
+    b = rhs[:]
+    m, n = len(a), len(a[0])
+    for j in range(n):
+        x = [a[i][j] for i in range(j, m)]
+        alpha = -math.copysign(math.sqrt(math.fsum(v * v for v in x)), x[0])
+        v = x[:]
+        v[0] -= alpha
+        vv = math.fsum(e * e for e in v)
+        if vv == 0.0:
+            continue
+        for col in range(j, n):
+            f = 2.0 * math.fsum(v[i - j] * a[i][col] for i in range(j, m)) / vv
+            for i in range(j, m):
+                a[i][col] -= f * v[i - j]
+        f = 2.0 * math.fsum(v[i - j] * b[i] for i in range(j, m)) / vv
+        for i in range(j, m):
+            b[i] -= f * v[i - j]
+    c = [0.0] * n
+    for j in reversed(range(n)):
+        c[j] = (b[j] - math.fsum(a[j][k] * c[k] for k in range(j + 1, n))) / a[j][j]
+    return c
+
+
+def _nodes(m: int = 256) -> list[float]:
+    return [0.5 * math.cos(math.pi * (i + 0.5) / m) for i in range(m)]
 
 
 def fit(t: Table) -> np.ndarray:
     """Coefficients [degree + 1, INTERVALS] in fp32: interval k's polynomial in s in [-0.5, 0.5],
     where u = (k - shift + s) * width."""
-    m = 256
-    s = 0.5 * np.cos(np.pi * (np.arange(m) + 0.5) / m)
+    s = _nodes()
     out = np.zeros((t.degree + 1, INTERVALS))
     for k in range(INTERVALS):
-        y = np.array([t.f((k - t.shift + si) * t.width) for si in s])
+        y = [t.f((k - t.shift + si) * t.width) for si in s]
         powers = [j for j in range(t.degree + 1) if not (k == 0 and t.odd_first and j % 2 == 0)]
-        V = np.stack([s ** j for j in powers], axis=1)
-        w = 1.0 / np.maximum(np.abs(y), 1e-30)
-        c, *_ = np.linalg.lstsq(V * w[:, None], y * w, rcond=None)
+        w = [1.0 / max(abs(yi), 1e-30) for yi in y]
+        rows = [[si**j * wi for j in powers] for si, wi in zip(s, w)]
+        c = _lstsq(rows, [yi * wi for yi, wi in zip(y, w)])
         for j, cj in zip(powers, c):
             out[j, k] = cj
     return out.astype(np.float32)
+
+
+def _domain(t: Table, k: int, points: int) -> np.ndarray:
+    """Interval k's s values: the whole interval, but only s >= 0 in interval 0 of a table in |x|
+    (u = |x| never reaches below 0)."""
+    s = np.linspace(-0.5, 0.5, points)
+    return s[s >= 0] if k == 0 and t.shift == 0 else s
+
+
+def _poly(c: np.ndarray, k: int, s: np.ndarray) -> np.ndarray:
+    p = np.zeros_like(s)
+    for j in range(c.shape[0] - 1, -1, -1):
+        p = p * s + float(c[j, k])
+    return p
+
+
+def worst_error(t: Table, c: np.ndarray, points: int = 2001) -> float:
+    """Worst relative error of the table `c` (fp32 coefficients, evaluated in double) against f
+    in double precision, over `points` values of s in each interval (zeros of f count as exact
+    only where the polynomial is exactly 0 there)."""
+    worst = 0.0
+    for k in range(INTERVALS):
+        s = _domain(t, k, points)
+        y = np.array([t.f((k - t.shift + si) * t.width) for si in s])
+        p = _poly(c, k, s)
+        err = np.abs(p - y) / np.where(y == 0.0, 1.0, np.abs(y))
+        worst = max(worst, float(err.max()))
+    return worst
+
+
+def worst_difference(t: Table, a: np.ndarray, b: np.ndarray, points: int = 2001) -> float:
+    """Worst difference of two tables of the same function, relative to f: how far a refit may
+    part from the shipped table while both stand for the same approximation."""
+    worst = 0.0
+    for k in range(INTERVALS):
+        s = _domain(t, k, points)
+        y = np.array([t.f((k - t.shift + si) * t.width) for si in s])
+        d = np.abs(_poly(a, k, s) - _poly(b, k, s)) / np.where(y == 0.0, 1.0, np.abs(y))
+        worst = max(worst, float(d.max()))
+    return worst
+
+
+def split(values: np.ndarray) -> dict[str, np.ndarray]:
+    """The numbers of a generated block (`numbers`), cut into each table's [degree + 1, INTERVALS]."""
+    out, at = {}, 0
+    for t in TABLES:
+        n = (t.degree + 1) * INTERVALS
+        if at + n > len(values):
+            raise ValueError(f"the block holds {len(values)} numbers; {t.name} needs {n} from {at}")
+        out[t.name] = values[at : at + n].reshape(t.degree + 1, INTERVALS).astype(np.float32)
+        at += n
+    if at != len(values):
+        raise ValueError(f"the block holds {len(values)} numbers, the tables {at}")
+    return out
 
 
 def block() -> str:
     lines = [BEGIN]
     for t in TABLES:
         c = fit(t)
-        lines.append(f"// {t.why}; width {t.width}, degree {t.degree}. Row j: coefficient of s^j.")
+        lines.append(f"// {t.why}; width {t.width}, degree {t.degree}, relative error under {t.bound:g}. Row j: coefficient of s^j.")
         lines.append(f"#define {t.name}_W {t.width!r}f")
         lines.append(f"#define {t.name}_D {t.degree}")
         if t.shift:
@@ -102,9 +197,29 @@ def numbers(text: str) -> np.ndarray:
     return np.array([float(v) for v in re.findall(r"(-?\d\.\d+e[+-]\d+)f", text)])
 
 
+def check(text: str) -> list[str]:
+    """What is wrong with the header's tables: any over its bound, or a refit that parts from it."""
+    shipped = split(numbers(current(text)))
+    problems = []
+    for t in TABLES:
+        err = worst_error(t, shipped[t.name])
+        if not err <= t.bound:
+            problems.append(f"{t.name}: relative error {err:.3e} over its bound {t.bound:g}")
+        diff = worst_difference(t, shipped[t.name], fit(t))
+        if not diff <= t.bound:
+            problems.append(f"{t.name}: a refit differs by {diff:.3e} relative, over the bound {t.bound:g}")
+    return problems
+
+
 def main(argv: list[str]) -> int:
     text = HEADER.read_text()
     old = current(text)
+    if "--check" in argv:
+        problems = check(text)
+        for p in problems:
+            print(p)
+        print("tables within their bounds" if not problems else "run: python kernels/cpp/tables.py --write")
+        return 1 if problems else 0
     new = block()
     if "--write" in argv:
         HEADER.write_text(text.replace(old, new))
