@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "verifiers" / "harness"))
+sys.path.insert(0, str(ROOT / "verifiers" / "kernel" / "harness"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 KERNEL = r"""
@@ -56,7 +56,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "k.cpp").write_text(KERNEL)
-        subprocess.run(["g++", "-O2", "-fPIC", "-shared", str(ROOT / "verifiers" / "harness" / "sampler.cpp"),
+        subprocess.run(["g++", "-O2", "-fPIC", "-shared", str(ROOT / "verifiers" / "kernel" / "harness" / "sampler.cpp"),
                         "-o", str(folder / "sampler.so"), "-lrt"], check=True)
         subprocess.run(["g++", "-O3", "-march=native", "-ffast-math", "-fPIC", "-shared", "-fopenmp", str(folder / "k.cpp"),
                         "-o", str(folder / "libk.so")], check=True)

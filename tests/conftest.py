@@ -38,7 +38,7 @@ def need():
 
 @pytest.fixture(scope="session")
 def harness_script():
-    """`harness_script("verifiers/harness/supervisor.py")`: a script that runs inside sandboxes,
+    """`harness_script("verifiers/kernel/harness/supervisor.py")`: a script that runs inside sandboxes,
     outside the assay package (standard library and torch only), loaded from the checkout as a
     module of its own so its functions can be tested in this process."""
     import importlib.util

@@ -1,10 +1,12 @@
 """Criteria profiles: the thresholds a verifier holds a submission to, kept as data.
 
-Profiles are TOML files shipped as package data in assay/verifiers/criteria/, looked up by
-name only (no path ever comes from a job file or a workspace, so no agent-writable path
-reaches them). A profile may `extends` another and override some of its tables; its hash
-covers the bytes of every file it was built from, so the verdict names exactly what was
-applied.
+Profiles are TOML files shipped as package data in assay/verifiers/criteria/ (and, for a kind
+registered from outside assay, in the criteria folder its verifier kind names), looked up by
+name only: no path ever comes from a job file or a workspace, so no agent-writable path reaches
+them. A profile names its `kind`; loading it for a run of another kind is refused. A profile
+may `extends` another and override some of its tables; its hash covers the bytes of every file
+it was built from, so the verdict names exactly what was applied. What tables a profile holds
+is each kind's own model (CriteriaBase's subclasses, in verifiers/<kind>/criteria.py).
 """
 
 from __future__ import annotations
@@ -13,140 +15,70 @@ import hashlib
 import re
 import tomllib
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from assay.errors import UserError
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Tolerance(_Strict):
-    atol: float = Field(ge=0)
-    rtol: float = Field(ge=0)
+class CriteriaBase(StrictModel):
+    """What every profile holds besides its kind's tables."""
 
-
-class Correctness(_Strict):
-    trials: int = Field(ge=5)
-    other_shapes: int = Field(ge=2)
-    min_size_constant: int = Field(ge=2)
-    tolerance: dict[str, Tolerance]
-
-
-class Speed(_Strict):
-    min_speedup_vs_eager: float = Field(gt=0)
-
-
-class Timing(_Strict):
-    warmup_iters: int = Field(ge=1)
-    # And at least this long: a subject fresh from its import pays first-call costs for a while.
-    warmup_s: float = Field(default=0.1, ge=0, le=10)
-    rounds: int = Field(ge=4)
-    target_round_s: float = Field(gt=0)
-    max_iters_per_round: int = Field(ge=2)
-    flush_mb: int = Field(ge=1)
-    scaling_min: float = Field(gt=1)
-    perturb_max_elements: int = Field(ge=1, le=1 << 20)
-    # Fresh rounds (eager's and the candidate's): every call on an input no call saw before,
-    # made before the round in this much memory. The speedup credited is at most fresh_slack
-    # times the one they show.
-    fresh_rounds: int = Field(ge=2)
-    fresh_input_mb: int = Field(ge=64, le=8192)
-    fresh_slack: float = Field(ge=1)
-    # Below this share of its CPUs for the trusted reference, a failed speed check says the
-    # machine was too busy to time, and the verdict's metrics say so (timing_contended). A quiet
-    # machine reads 0.98. Busy ones read 0.49-0.66 here with one or with two spinning processes
-    # per CPU beside a docker sandbox (more neighbours did not lower it); at 0.65 a run beside two
-    # per CPU read 0.658, and its failed speed check was not called inconclusive.
-    min_cpu_share: float = Field(default=0.8, gt=0, le=1)
-    # While the candidate is timed, its running thread's program counter every this much CPU
-    # time (the kernel samples at its tick at the finest: 4 ms on a 250 Hz kernel)...
-    sample_us: int = Field(default=1000, ge=100, le=100_000)
-    # ...and how much of that time may lie in libtorch_cpu's code (not Sleef's vector math in
-    # it): as a share of the candidate's CPU time, and as CPU time a call against eager's. Judged
-    # from min_samples intervals on. Honest kernels read 0-1% of either (allocation through the
-    # dispatcher); half of softmax by the shim's kernels reached by address, 36-126% of eager's.
-    max_torch_cpu_share: float = Field(default=0.2, gt=0, le=1)
-    # Below this much libtorch_cpu time a call neither limit is judged: allocation through the
-    # dispatcher and the harness's own calls around each timed call take 10-15 us a call here,
-    # which on a task whose eager call takes 50 us would read as 20-30%.
-    torch_cpu_floor_us: float = Field(default=30.0, ge=0)
-    min_samples: int = Field(default=50, ge=1)
-
-
-class Roofline(_Strict):
-    slack: float = Field(ge=1)
-
-
-class Settle(_Strict):
-    seconds: float = Field(gt=0)
-    max_cpu_fraction: float = Field(gt=0)
-
-
-class Limits(_Strict):
-    import_timeout_s: float = Field(gt=0)
-    forward_timeout_s: float = Field(gt=0)
-    memory_mb: int = Field(ge=256)
-    build_memory_mb: int = Field(ge=256)
-    max_processes: int = Field(ge=1)
-    build_max_processes: int = Field(ge=1)
-    output_bytes: int = Field(ge=1024)
-    sandbox_memory_mb: int = Field(ge=512)
-    sandbox_pids: int = Field(ge=32)
-
-
-class Scan(_Strict):
-    stop_on_failure: bool
-    allowed_imports: list[str]
-    allowed_os: list[str]
-    allowed_torch: list[str]
-    allowed_nn: list[str]
-    allowed_cpp: list[str]
-    allowed_tensor_methods: list[str]
-
-
-class Ops(_Strict):
-    allowed: list[str]
-
-
-class Criteria(_Strict):
     name: str
     kind: str
-    correctness: Correctness
-    speed: Speed
-    timing: Timing
-    roofline: Roofline
-    settle: Settle
-    limits: Limits
-    scan: Scan
-    ops: Ops
     # SHA-256 over the bytes of this profile and every profile it extends (set by the loader).
     sha256: str = ""
 
-    def tolerance(self, dtype: str) -> Tolerance:
-        """Tolerance for an output dtype ('float32', ...); a complex dtype not listed takes its
-        parts' (complex64: float32's); anything else not listed must match exactly."""
-        listed = self.correctness.tolerance
-        if dtype not in listed and dtype in _COMPLEX_PARTS:
-            dtype = _COMPLEX_PARTS[dtype]
-        return listed.get(dtype, Tolerance(atol=0.0, rtol=0.0))
+
+C = TypeVar("C", bound=CriteriaBase)
 
 
-# The dtype of a complex dtype's real and imaginary parts.
-_COMPLEX_PARTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
-
-
-def _criteria_dir():
+def _shipped_dir() -> Traversable:
     return resources.files("assay.verifiers").joinpath("criteria")
 
 
-def available() -> list[str]:
-    return sorted(p.name[:-5] for p in _criteria_dir().iterdir() if p.name.endswith(".toml"))
+def _criteria_dir() -> Traversable:
+    return _shipped_dir()
+
+
+def _dirs() -> list[Traversable]:
+    from assay.verifiers.kinds import extra_criteria_dirs
+
+    return [_shipped_dir(), *extra_criteria_dirs()]
+
+
+def _entry(name: str) -> Traversable | None:
+    for d in _dirs():
+        entry = d.joinpath(f"{name}.toml")
+        if entry.is_file():
+            return entry
+    return None
+
+
+def available(kind: str | None = None) -> list[str]:
+    """Profile names, of one kind or of all."""
+    names = sorted({p.name[:-5] for d in _dirs() if d.is_dir() for p in d.iterdir() if p.name.endswith(".toml")})
+    if kind is None:
+        return names
+    return [n for n in names if _kind_of(n) == kind]
+
+
+def _kind_of(name: str) -> str | None:
+    try:
+        data, _ = _read(name, ())
+    except UserError:
+        return None
+    kind = data.get("kind")
+    return kind if isinstance(kind, str) else None
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -161,12 +93,12 @@ def _merge(base: dict, over: dict) -> dict:
 
 def _read(name: str, chain: tuple[str, ...]) -> tuple[dict, list[bytes]]:
     if not NAME.match(name):
-        raise UserError(f"criteria name {name!r} is not a profile name", "give a name such as kernel-default")
+        raise UserError(f"criteria name {name!r} is not a profile name", "give a profile name: lower-case letters, digits, - and _ (e.g. <kind>-default)")
     if name in chain:
         raise UserError(f"criteria profile {name} extends itself ({' -> '.join(chain + (name,))})",
                         "fix the extends chain in the shipped profiles")
-    entry = _criteria_dir().joinpath(f"{name}.toml")
-    if not entry.is_file():
+    entry = _entry(name)
+    if entry is None:
         raise UserError(f"unknown criteria profile {name!r}", f"use one of: {', '.join(available())}")
     raw = entry.read_bytes()
     try:
@@ -180,15 +112,21 @@ def _read(name: str, chain: tuple[str, ...]) -> tuple[dict, list[bytes]]:
     return _merge(base, data), raws + [raw]
 
 
-def load_criteria(name: str) -> Criteria:
-    """The named profile, validated, with its hash; a UserError names a bad or unknown one."""
+def load_profile(name: str, model: type[C], *, kind: str) -> C:
+    """The named profile validated by `model`, with its hash. A UserError names a bad or unknown
+    profile, and one whose `kind` is not `kind` (one kind's job is never judged by another's criteria)."""
     data, raws = _read(name, ())
     digest = hashlib.sha256()
     for raw in raws:
         digest.update(hashlib.sha256(raw).digest())
+    found = data.get("kind")
+    if found != kind:
+        others = available(kind)
+        raise UserError(f"criteria profile {name} is for {found!r} jobs, not {kind!r}",
+                        f"name a {kind} profile" + (f": {', '.join(others)}" if others else ""))
     data["name"] = name
     try:
-        return Criteria(**data, sha256=digest.hexdigest())
+        return model(**data, sha256=digest.hexdigest())
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
@@ -196,5 +134,6 @@ def load_criteria(name: str) -> Criteria:
 
 
 def criteria_path(name: str) -> Path:
-    """Where the named profile lives (for display only; loading goes through load_criteria)."""
-    return Path(str(_criteria_dir().joinpath(f"{name}.toml")))
+    """Where the named profile lives (for display only; loading goes through load_profile)."""
+    entry = _entry(name)
+    return Path(str(entry if entry is not None else _shipped_dir().joinpath(f"{name}.toml")))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples" / "kernels"
+EXAMPLES = ROOT / "examples" / "kernel"
 
 
 def shrink(task: Path, dest: Path, name: str | None = None) -> Path:

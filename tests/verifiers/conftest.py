@@ -16,7 +16,7 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 CHEATS = HERE / "cheats"
 HONEST = HERE / "honest"
-SOFTMAX = ROOT / "examples" / "kernels" / "softmax.py"
+SOFTMAX = ROOT / "examples" / "kernel" / "softmax.py"
 
 
 def expected_cheats() -> dict[str, dict]:

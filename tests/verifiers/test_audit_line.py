@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "harness"
+HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "kernel" / "harness"
 sys.path.insert(0, str(HARNESS))
 import supervisor  # noqa: E402
 import worker  # noqa: E402
 
-from assay.verifiers.kernel import _rebuild  # noqa: E402
+from assay.verifiers.kernel.timing import _rebuild  # noqa: E402
 
 
 @pytest.fixture()

@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def sup(harness_script):
-    return harness_script("verifiers/harness/supervisor.py")
+    return harness_script("verifiers/kernel/harness/supervisor.py")
 
 
 class Subject:

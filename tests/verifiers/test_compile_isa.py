@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verifiers" / "harness"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verifiers" / "kernel" / "harness"))
 import worker  # noqa: E402
 
 from torch._inductor import config, cpu_vec_isa  # noqa: E402

@@ -1,5 +1,5 @@
 """Where the timed candidate's CPU time goes (harness/sampler.cpp, worker.Sampler,
-verifiers/kernel_samples.py).
+verifiers/kernel/samples.py).
 
 A kernel of torch's reached by address (tests/verifiers/cheats/ref_aoti_by_address.py walks
 the dynamic linker's tables to the AOTInductor shim) passes the op recorder, CtypesWatch and
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "harness"
+HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "kernel" / "harness"
 
-from assay.verifiers import kernel_samples as ks  # noqa: E402
-from assay.verifiers.criteria import load_criteria  # noqa: E402
-from assay.verifiers.kernel_judge import Checks  # noqa: E402
+from assay.verifiers.kernel import samples as ks  # noqa: E402
+from assay.verifiers.kernel.criteria import load_criteria  # noqa: E402
+from assay.verifiers.kernel.judge import Checks  # noqa: E402
 
 KERNEL = r"""
 #include <math.h>

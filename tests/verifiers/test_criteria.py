@@ -7,12 +7,13 @@ import hashlib
 import pytest
 
 from assay.errors import UserError
-from assay.verifiers.criteria import _criteria_dir, available, load_criteria
+from assay.verifiers.criteria import _criteria_dir, available
+from assay.verifiers.kernel.criteria import load_criteria
 
 
 def test_shipped_profiles_load_and_hold_the_issue_floor():
-    assert {"kernel-default", "kernel-test", "kernel-test-runtime"} <= set(available())
-    for name in available():
+    assert {"kernel-default", "kernel-test", "kernel-test-runtime"} <= set(available("kernel"))
+    for name in available("kernel"):
         c = load_criteria(name)
         assert c.name == name
         assert c.correctness.trials >= 5 and c.correctness.other_shapes >= 2
@@ -32,7 +33,7 @@ def test_hash_covers_every_file_a_profile_extends():
     test = load_criteria("kernel-test")
     chained = hashlib.sha256(hashlib.sha256(raw["kernel-default"]).digest() + hashlib.sha256(raw["kernel-test"]).digest())
     assert test.sha256 == chained.hexdigest()
-    assert len({load_criteria(n).sha256 for n in available()}) == len(available())
+    assert len({load_criteria(n).sha256 for n in available("kernel")}) == len(available("kernel"))
 
 
 def test_test_profile_keeps_the_default_checks():
@@ -51,3 +52,13 @@ def test_unknown_or_path_like_names_are_user_errors(name):
     with pytest.raises(UserError) as err:
         load_criteria(name)
     assert err.value.fix
+
+
+def test_a_profile_of_another_kind_is_refused():
+    """A run is judged only by a profile of its own kind: kernel-default for a port job is a
+    UserError naming both kinds, never the kernel's thresholds applied to a port."""
+    from assay.verifiers.criteria import CriteriaBase, load_profile
+
+    with pytest.raises(UserError) as err:
+        load_profile("kernel-default", CriteriaBase, kind="port")
+    assert "'kernel'" in err.value.problem and "'port'" in err.value.problem and "port" in err.value.fix

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "harness"
+HARNESS = Path(__file__).resolve().parents[2] / "verifiers" / "kernel" / "harness"
 sys.path.insert(0, str(HARNESS))
 import worker  # noqa: E402
 
-from assay.verifiers import kernel_runtime as rt  # noqa: E402
-from assay.verifiers.kernel import _judge_ctypes  # noqa: E402
-from assay.verifiers.kernel_judge import Checks  # noqa: E402
+from assay.verifiers.kernel import runtime as rt  # noqa: E402
+from assay.verifiers.kernel.check import _judge_ctypes  # noqa: E402
+from assay.verifiers.kernel.judge import Checks  # noqa: E402
 
 
 @pytest.fixture

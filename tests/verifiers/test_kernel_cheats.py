@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from assay.verifiers.kernel import prepare_reference, verify_candidate, verify_kernel
-from assay.verifiers.kernel_scan import SCAN_CHECKS
+from assay.verifiers.kernel.scan import SCAN_CHECKS
 
 HERE = Path(__file__).parent
 CHEATS = HERE / "cheats"
-SOFTMAX = HERE.parent.parent / "examples" / "kernels" / "softmax.py"
+SOFTMAX = HERE.parent.parent / "examples" / "kernel" / "softmax.py"
 with open(CHEATS / "expected.toml", "rb") as f:
     EXPECTED = tomllib.load(f)
 STATIC = sorted(n for n, e in EXPECTED.items() if e.get("static"))
@@ -127,7 +127,7 @@ def test_timing_sandbox_starts_no_candidate_until_the_checks_pass(runtime_refere
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
-    from assay.verifiers.kernel import _start_timing
+    from assay.verifiers.kernel.timing import _start_timing
 
     ref, detail = runtime_reference
     need(ref is not None, detail)

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assay.cli.kernel import app
+from assay.cli.verify import kind_app
 
 HERE = Path(__file__).parent
-SOFTMAX = HERE.parent.parent / "examples" / "kernels" / "softmax.py"
+SOFTMAX = HERE.parent.parent / "examples" / "kernel" / "softmax.py"
 CHEAT = HERE / "cheats" / "ref_torch_softmax.py"
 runner = CliRunner()
+app = kind_app("kernel")
 
 
 def invoke(*args: str):
@@ -31,7 +32,8 @@ def test_scan_rejection_prints_one_json_object_and_exits_1():
     assert names["source_no_torch_compute"]["passed"] is False
     assert any(r.startswith("source_no_torch_compute:") for r in obj["reasons"])
     assert all({"name", "passed", "detail"} <= set(c) for c in obj["checks"])
-    assert obj["criteria"] == "kernel-test" and len(obj["criteria_sha256"]) == 64
+    assert obj["criteria"] == "kernel-test" and len(obj["criteria_hash"]) == 64
+    assert obj["outcome"] == "fail" and obj["inconclusive"] is False
 
 
 def test_human_output_names_the_failed_check():

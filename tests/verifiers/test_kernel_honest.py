@@ -13,7 +13,7 @@ import pytest
 from assay.verifiers.kernel import verify_kernel
 
 HERE = Path(__file__).parent
-SOFTMAX = HERE.parent.parent / "examples" / "kernels" / "softmax.py"
+SOFTMAX = HERE.parent.parent / "examples" / "kernel" / "softmax.py"
 
 
 @pytest.mark.slow

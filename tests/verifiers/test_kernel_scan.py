@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from assay.verifiers.criteria import load_criteria
-from assay.verifiers.kernel_scan import SCAN_CHECKS, scan_candidate
+from assay.verifiers.kernel.criteria import load_criteria
+from assay.verifiers.kernel.scan import SCAN_CHECKS, scan_candidate
 
 HERE = Path(__file__).parent
-SOFTMAX = HERE.parent.parent / "examples" / "kernels" / "softmax.py"
+SOFTMAX = HERE.parent.parent / "examples" / "kernel" / "softmax.py"
 
 
 def _expected():
@@ -177,7 +177,7 @@ def test_torch_reexport_list_covers_this_torch():
     import torch.nn.functional
     import torch.utils.cpp_extension
 
-    from assay.verifiers.kernel_scan import TORCH_REEXPORTS
+    from assay.verifiers.kernel.scan import TORCH_REEXPORTS
 
     for mod in (torch, torch.nn, torch.nn.functional, torch.utils, torch.utils.cpp_extension):
         held = {n for n, v in vars(mod).items() if isinstance(v, types.ModuleType)

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from assay.verifiers.criteria import load_criteria
-from assay.verifiers.kernel_symbols import allowed_structs, judge_symbols
+from assay.verifiers.kernel.criteria import load_criteria
+from assay.verifiers.kernel.symbols import allowed_structs, judge_symbols
 
 CRITERIA = load_criteria("kernel-test")
 
@@ -110,7 +110,7 @@ def test_what_an_honest_kernel_takes_from_torch_is_allowed():
 
 
 def test_this_torch_exports_the_shim_and_blas_the_rule_is_for():
-    from assay.verifiers.kernel_symbols import torch_exports
+    from assay.verifiers.kernel.symbols import torch_exports
 
     exports = torch_exports()
     assert "aoti_torch_cpu__linear_pointwise" in exports and "sgemm_" in exports

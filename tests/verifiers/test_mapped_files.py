@@ -11,7 +11,7 @@ import shutil
 
 
 def test_a_library_under_a_writable_root_is_the_candidates_unless_it_is_the_bound_toolchain(tmp_path, harness_script):
-    sup = harness_script("verifiers/harness/supervisor.py")
+    sup = harness_script("verifiers/kernel/harness/supervisor.py")
     libm = sorted(glob.glob("/usr/lib/*/libm.so.6") + glob.glob("/lib/*/libm.so.6"))[0]
     venv, own = tmp_path / "venv" / "lib", tmp_path / "own"
     venv.mkdir(parents=True)
@@ -35,7 +35,7 @@ def test_a_library_under_a_writable_root_is_the_candidates_unless_it_is_the_boun
 def test_the_trusted_roots_are_the_toolchain_the_sandboxes_bind():
     import sys
 
-    from assay.verifiers import kernel_runtime as rt
+    from assay.verifiers.kernel import runtime as rt
 
     roots = rt.trusted_roots()
     assert "/usr" in roots

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from assay.verifiers import kernel_runtime as rt
+from assay.verifiers.kernel import runtime as rt
 from assay.verifiers.kernel import prepare_reference, warm_task
 
-SOFTMAX = Path(__file__).resolve().parents[2] / "examples" / "kernels" / "softmax.py"
+SOFTMAX = Path(__file__).resolve().parents[2] / "examples" / "kernel" / "softmax.py"
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Honest candidate for examples/kernels/softmax.py: a row softmax on ATen's own vector math.
+"""Honest candidate for examples/kernel/softmax.py: a row softmax on ATen's own vector math.
 
 at::vec::Vectorized<float> is header code, but for exp it calls Sleef (Sleef_expf8_u10 on
 AVX2), which libtorch_cpu exports; this kernel calls that function itself (the source scan

@@ -1,4 +1,4 @@
-"""Honest candidate for examples/kernels/softmax.py in the kernels room's style: plain C++ built without torch's headers, called through ctypes.
+"""Honest candidate for examples/kernel/softmax.py in the kernels room's style: plain C++ built without torch's headers, called through ctypes.
 """
 
 import ctypes

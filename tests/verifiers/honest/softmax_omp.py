@@ -1,4 +1,4 @@
-"""Honest candidate for examples/kernels/softmax.py: a row softmax in C++ with OpenMP.
+"""Honest candidate for examples/kernel/softmax.py: a row softmax in C++ with OpenMP.
 
 One parallel loop over rows; per row a max pass, an exp-and-sum pass that stores the
 exponentials, and a scaling pass. -ffast-math lets GCC vectorise expf through glibc's vector

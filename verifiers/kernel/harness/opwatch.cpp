@@ -7,7 +7,7 @@
 //
 // What it cannot see: kernels reached without the dispatcher (the AOTInductor C shim's
 // aoti_torch_cpu_* functions, at::native/at::cpu, MKL's sgemm_ exported by libtorch_cpu: the
-// symbol check, verifiers/kernel_symbols.py, refuses those), and any thread on which
+// symbol check, verifiers/kernel/symbols.py, refuses those), and any thread on which
 // RecordFunction was switched off (at::enableRecordFunction(false), Python's
 // torch.autograd._enable_record_function(False)): callbacks do not run there at all. The
 // forward thread's switch is read at every arm and disarm, and a count of the times it was

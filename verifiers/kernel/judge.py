@@ -10,11 +10,12 @@ functions the candidate never shared a process with.
 from __future__ import annotations
 
 import os
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assay.verifiers.criteria import Criteria
+from assay.verifiers.common.timing import cpu_share as _cpu_share
+from assay.verifiers.common.timing import median_cpu_per_iter, median_per_iter, scaling  # noqa: F401  (the stages take them from here)
+from assay.verifiers.kernel.criteria import Criteria
 
 POISON_BITS = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
                "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
@@ -235,22 +236,6 @@ def _stderr(result: dict, who: str) -> str:
 
 # ------------------------------------------------------------------------------- timing
 
-def median_per_iter(log: list[dict], subject: str, kind: str = "round") -> tuple[float, list[dict]]:
-    """A subject's median seconds per iteration over its timed rounds (kind "round") or its
-    fresh rounds ("fresh_round"), and those rounds."""
-    rounds = [e for e in log if e.get("subject") == subject and e.get(kind) is not None and e.get("n")]
-    if not rounds:
-        return float("nan"), []
-    return statistics.median(float(e["wall_s"]) / int(e["n"]) for e in rounds), rounds
-
-
-def median_cpu_per_iter(rounds: list[dict]) -> float | None:
-    """The median CPU seconds per iteration of these rounds (the supervisor's cpu_s), or None."""
-    per = [float(e["cpu_s"]) / int(e["n"]) for e in rounds
-           if isinstance(e.get("cpu_s"), (int, float)) and isinstance(e.get("n"), int) and e["n"] > 0]
-    return statistics.median(per) if per else None
-
-
 TRUSTED_SUBJECTS = ("eager", "compiled", "copy")
 
 
@@ -264,44 +249,7 @@ def inconclusive(checks: list, metrics: dict) -> bool:
 
 
 def cpu_share(log: list[dict], threads) -> float | None:
-    """The share of its CPUs the trusted reference got while it was timed, per thread: the best
-    of (a) CPU over wall time of its timed rounds, median per subject (0.95-0.98 quiet, when a
-    subject runs on every thread) and (b) of the cache flushes before them (one large in-place
-    add on every thread, so there even for a task too small to run in parallel; 0.75 quiet, the
-    command's round trip counted in). Both read about 0.5 with one busy process beside a
-    2-thread sandbox on two cores: the scheduler splits the CPUs between the two. The candidate
-    is stopped while the reference runs, so it cannot lower this figure."""
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        return None
-    mine = [e for e in log if e.get("subject") in TRUSTED_SUBJECTS and e.get("round") is not None]
-
-    def ratio(e: dict, cpu: str, wall: str) -> float | None:
-        c, w = e.get(cpu), e.get(wall)
-        if isinstance(c, (int, float)) and isinstance(w, (int, float)) and w > 0:
-            return float(c) / float(w) / threads
-        return None
-
-    found = []
-    for subject in TRUSTED_SUBJECTS:
-        rounds = [r for e in mine if e["subject"] == subject if (r := ratio(e, "cpu_s", "wall_s")) is not None]
-        if rounds:
-            found.append(statistics.median(rounds))
-    flushes = [r for e in mine if (r := ratio(e, "flush_cpu_s", "flush_wall_s")) is not None]
-    if flushes:
-        found.append(statistics.median(flushes))
-    return max(found) if found else None
-
-
-def scaling(rounds: list[dict], key: str = "cpu_s") -> float:
-    """How much more the 3n-iteration rounds took than the n-iteration ones (about 3 when the
-    work follows the count, less only by the rounds' fixed costs). CPU time by default: the kernel counts it, and it does not grow
-    with the time a busy machine keeps the candidate waiting. The fastest round of each kind,
-    not the median: a shared machine only ever adds time, and a burst of it over a few of the
-    short rounds (seen in CI: 20 ms iterations among 1.3 ms ones) made an honest kernel's medians
-    look flat. Work done once per round instead of once per iteration keeps even the fastest
-    rounds of both kinds equal, so the ratio still exposes it."""
-    single = [float(e[key]) for e in rounds if int(e["round"]) % 2 == 0]
-    double = [float(e[key]) for e in rounds if int(e["round"]) % 2 == 1]
-    if not single or not double or min(single) <= 0:
-        return float("nan")
-    return min(double) / min(single)
+    """The share of its CPUs the trusted reference (eager, compiled, copy) got while it was timed
+    (common.timing.cpu_share). The candidate is stopped while the reference runs, so it cannot
+    lower this figure."""
+    return _cpu_share(log, threads, TRUSTED_SUBJECTS)

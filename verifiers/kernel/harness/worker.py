@@ -21,7 +21,7 @@ the checks made here (integrity, aliasing, threads) are a second line behind tho
 
 from __future__ import annotations
 
-import ast
+import _thread
 import bisect
 import builtins
 import contextlib
@@ -34,7 +34,13 @@ import time
 import traceback
 import types
 
-import _thread
+# The shared harness (verifiers/common/harness, bound at /assay/common/harness): how every kind's
+# judge loads a submitted file. Same relative place in the checkout and in the sandbox.
+_COMMON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "common", "harness")
+sys.path.insert(0, _COMMON)
+from assay_harness import load_entry as load_module  # noqa: E402
+
+sys.path.remove(_COMMON)
 
 # Bound before any task or candidate code runs.
 _write = os.write
@@ -93,27 +99,6 @@ class Channel:
 
 
 # ---------------------------------------------------------------------------------- tasks
-
-def load_module(path: str, name: str, overrides: dict | None = None) -> types.ModuleType:
-    """Load a file as a module; module-level int constants named in `overrides` are replaced
-    in the source tree before it runs, so sizes derived from them follow."""
-    with open(path, encoding="utf-8") as f:
-        source = f.read()
-    tree = ast.parse(source, filename=path)
-    for node in tree.body:
-        target = None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            target = node.targets[0].id
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            target = node.target.id
-        if target and overrides and target in overrides:
-            node.value = ast.copy_location(ast.Constant(int(overrides[target])), node.value)
-    module = types.ModuleType(name)
-    module.__file__ = path
-    sys.modules[name] = module
-    exec(compile(tree, path, "exec"), module.__dict__)
-    return module
-
 
 def jsonable(value):
     if value is None or isinstance(value, (bool, int, float, str)):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from assay.verifiers.criteria import Criteria
+from assay.verifiers.kernel.criteria import Criteria
 
 SCAN_CHECKS = (
     "candidate_file",
@@ -117,7 +117,7 @@ def _plain_type_methods() -> frozenset[str]:
 def _names_file() -> tuple[str, Path]:
     from importlib.metadata import version
 
-    from assay.verifiers.kernel_runtime import default_cache_dir
+    from assay.verifiers.kernel.runtime import default_cache_dir
 
     return version("torch"), default_cache_dir() / "tensor-names.json"
 

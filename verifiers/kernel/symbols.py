@@ -23,7 +23,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from assay.verifiers.criteria import Criteria
+from assay.verifiers.kernel.criteria import Criteria
 
 OPS = re.compile(r"\bat::_ops::(\w+)::(call|redispatch)\b")
 DIRECT = re.compile(r"\bat::(native|cpu|compositeexplicitautograd|compositeimplicitautograd|"

@@ -25,8 +25,8 @@ import re
 import subprocess
 from functools import lru_cache
 
-from assay.verifiers import kernel_runtime as rt
-from assay.verifiers.criteria import Criteria
+from assay.verifiers.kernel import runtime as rt
+from assay.verifiers.kernel.criteria import Criteria
 
 ALLOWED_IN_TORCH = ("Sleef_",)
 # Other people's numeric kernels a process may have loaded (numpy's OpenBLAS, MKL, oneDNN,
