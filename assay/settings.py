@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from assay.errors import UserError
@@ -24,6 +24,18 @@ class Limits(BaseSettings):
     output_bytes: int = Field(1 << 20, ge=1024)
 
 
+class KindPlugin(BaseModel):
+    """A job kind that lives outside assay's source: each room's part, by import path. Read by
+    each room's own registry (agents, tools, verifiers), so a kind added this way touches no
+    module of assay's; it is the operator's setting, like ASSAY_HOME, never a job's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: str = Field(description="module:attribute of the AgentKind")
+    tools: str = Field(description="module whose import registers the kind's tools")
+    verifier: str = Field(description="module:attribute of the VerifierKind")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ASSAY_", extra="ignore")
 
@@ -34,9 +46,11 @@ class Settings(BaseSettings):
     limits: Limits = Field(default_factory=Limits)
     # Build the verifier's caches beside the agent, at the lowest CPU priority (off: 0/false).
     verifier_warm: bool = True
-    # Run redaction's whole-text passes on a second thread for long texts (policies/re2bulk.py;
+    # Run redaction's whole-text passes on a second thread for long texts (policies/redaction/re2bulk.py;
     # off: 0/false, every pass on the calling thread, same findings).
     redaction_bulk: bool = True
+    # Job kinds from outside assay (JSON: {"name": {"agent": ..., "tools": ..., "verifier": ...}}).
+    kinds: dict[str, KindPlugin] = Field(default_factory=dict)
 
     @property
     def resolved_ledger_url(self) -> str:

@@ -28,14 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"assay verifier: error: {exc}", file=sys.stderr)
         return 2
+    from assay.verifiers.outcome import EXIT_CODES, Shown
+
+    shown = Shown.of(row["payload"])
     if args.json:
         print(json.dumps(row))
     else:
-        p = row["payload"]
-        print(f"verdict {row['id']} for run {row['run_id']}: {'PASS' if p['passed'] else 'FAIL'}")
-        for r in p["reasons"]:
+        print(f"verdict {row['id']} for run {row['run_id']}: {shown.word}")
+        for r in row["payload"].get("reasons", []):
             print(f"  - {r}")
-    return 0 if row["payload"]["passed"] else 1
+    return EXIT_CODES[shown.outcome]
 
 
 def _warm(run_id: str) -> int:

@@ -4,38 +4,31 @@ It runs apart from the agent (its own process, its own key), takes the submissio
 ledger rather than from anything the agent says, runs the kind's checks in fresh sandboxes
 against criteria no agent-writable path reaches, signs the verdict and appends it to the
 chain. It never imports agents or tools, and never imports agent-written code into itself.
+Which checks a kind gets is its own registry's (verifiers/kinds.py); this module knows no kind.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from assay.ledger import Ledger, LedgerError
+from assay.verifiers import signing
+from assay.verifiers.kinds import (
+    Progress,
+    VerifierKind,
+    VerifyRequest,
+    load_criteria_for,
+    verifier_kind,
+)
+from assay.verifiers.outcome import Outcome
 
 from assay import __version__
 from assay.errors import UserError
-from assay.ledger import Ledger, LedgerError
+from assay.runspec import RunSpec
 from assay.settings import settings
-from assay.verifiers import signing
-
-# kind -> "module:function". Kept here, not taken from the agents' registry: the verifier
-# decides for itself which checks a kind gets.
-VERIFIERS = {"kernel": "assay.verifiers.kernel_job:verify_submission"}
-# kind -> what builds that kind's verification caches ahead of a submission (optional).
-WARMERS = {"kernel": "assay.verifiers.kernel_job:warm"}
-
-Progress = Callable[[float, float | None, str | None], None]
-
-
-def _verifier_for(kind: str, table: dict[str, str] = VERIFIERS):
-    target = table.get(kind)
-    if target is None:
-        raise UserError(f"no verifier for job kind {kind!r}", f"use one of: {', '.join(sorted(VERIFIERS))}")
-    module, _, fn = target.partition(":")
-    return getattr(importlib.import_module(module), fn)
 
 
 def _run_of(ledger: Ledger, run_id: str):
@@ -45,18 +38,31 @@ def _run_of(ledger: Ledger, run_id: str):
     return run
 
 
-def _criteria_of(spec: dict[str, Any]) -> str:
-    return str(spec.get("criteria") or "kernel-default")
+def request_for(spec: RunSpec, entry: Path | None) -> VerifyRequest:
+    return VerifyRequest(kind=spec.kind, task_path=Path(spec.task_path), entry=entry, criteria=spec.criteria,
+                         options=spec.options, sandbox_backend=spec.sandbox_backend)
+
+
+def judge(kind: VerifierKind, request: VerifyRequest, progress: Progress | None = None) -> tuple[Outcome, str]:
+    """The kind's outcome for one request, under the named profile of that kind, and the
+    profile's name. The options are validated by the verifier's own model first."""
+    try:
+        kind.options_model.model_validate(request.options)
+    except ValueError as exc:
+        raise UserError(f"the job's [{kind.name}] options are not ones the {kind.name} verifier takes: "
+                        f"{str(exc).splitlines()[0]}", f"see examples/{kind.name}/ for a valid job") from None
+    criteria = load_criteria_for(kind, request.criteria)
+    return kind.verify(request, criteria, progress), criteria.name
 
 
 def warm_run(run_id: str) -> None:
     """Build the caches a verification of this run will need, before there is a submission.
-    Writes nothing to the ledger; a kind without a warmer does nothing."""
+    Writes nothing to the ledger; a kind without caches does nothing."""
     with contextlib.closing(Ledger.open()) as ledger:
         run = _run_of(ledger, run_id)
-    spec = dict(run.spec or {})
-    if run.kind in WARMERS:
-        _verifier_for(run.kind, WARMERS)(spec=spec, criteria=_criteria_of(spec))
+    spec = RunSpec.of(run.spec, run_id)
+    kind = verifier_kind(spec.kind)
+    kind.warm(request_for(spec, None), load_criteria_for(kind, spec.criteria))
 
 
 def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress | None = None) -> dict[str, Any]:
@@ -65,29 +71,27 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
     ledger = ledger or Ledger.open()
     try:
         run = _run_of(ledger, run_id)
-        spec = dict(run.spec or {})
+        spec = RunSpec.of(run.spec, run_id)
+        if spec.kind != run.kind:
+            raise UserError(f"run {run_id} is a {run.kind} run but its spec names {spec.kind!r}",
+                            "start the job again with `assay run JOB.toml`")
         subs = ledger.submissions(run_id)
         sub = subs[-1] if subs else None
         key = f"verdict:{sub.key if sub else 'none'}"
         done = [v for v in ledger.verdicts(run_id) if v.key == key]
         if done:
             return _row(done[0])
-        criteria = _criteria_of(spec)
-        result = _verifier_for(run.kind)(spec=spec, submission=sub, criteria=criteria, progress=progress)
+        kind = verifier_kind(spec.kind)
+        entry = Path(sub.snapshot) / sub.entry if sub else None
+        outcome, criteria = judge(kind, request_for(spec, entry), progress)
         payload = {
             "run_id": run_id,
             "key": key,  # signed with the rest: the row it belongs in (ledger.chain.misplaced)
             "kind": run.kind,
-            "passed": bool(result["passed"]),
-            "reasons": list(result.get("reasons", [])),
-            "checks": list(result.get("checks", [])),
-            "metrics": dict(result.get("metrics", {})),
+            **outcome.verdict_fields(),
             "criteria": criteria,
-            "criteria_hash": result.get("criteria_hash"),
             "submission": sub.key if sub else None,
             "submission_hash": sub.sha256 if sub else None,
-            "task_hash": result.get("task_hash"),
-            "candidate_hash": result.get("candidate_hash"),
             "verifier_version": __version__,
             "verified_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
@@ -104,6 +108,3 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
 def _row(v) -> dict[str, Any]:
     return {"id": v.id, "run_id": v.run_id, "key": v.key, "payload": v.payload, "signature": v.signature, "row_hash": v.row_hash}
 
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
