@@ -12,7 +12,6 @@ and, with padding on, padded to a size bucket (invariant 5).
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.models.wrapper import WrapperModel
 
+from assay.agents.kinds import AgentKind
 from assay.errors import UserError
 from assay.policies.redaction import Redactor
 
@@ -99,14 +99,13 @@ def api_key_from_env() -> str | None:
     return None
 
 
-def make_model(brain: str, *, agent_module: str, redactor: Redactor, http_client: Any = None) -> Model:
-    """The brain's pydantic-ai model, wrapped in redaction."""
+def make_model(brain: str, *, kind: AgentKind, redactor: Redactor, http_client: Any = None) -> Model:
+    """The brain's pydantic-ai model, wrapped in redaction; `playbook` is the kind's own."""
     choice = parse_brain(brain)
     if choice.kind == "playbook":
         from pydantic_ai.models.function import FunctionModel
 
-        module = importlib.import_module(agent_module)
-        model: Model = FunctionModel(module.playbook, model_name=f"playbook:{module.__name__.rsplit('.', 1)[-1]}")
+        model: Model = FunctionModel(kind.playbook, model_name=f"playbook:{kind.name}")
     elif choice.kind == "local":
         from assay.agents.local import LocalModel
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import stat
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidationInfo, field_validator
 
-from assay.agents.kinds import job_kinds
+from assay.agents.kinds import AgentKind, agent_kind, names
 from assay.errors import UserError
-
 
 
 class _Strict(BaseModel):
@@ -45,15 +44,31 @@ class Job(_Strict):
     kind: str = Field(..., description="job kind, e.g. kernel")
     task: str = Field(..., min_length=1, description="task file, relative to the job file")
     brain: str = Field("playbook", min_length=1, description="playbook | local | provider:model | an OpenAI-compatible URL")
-    manifest: str = Field("kernel-agent", min_length=1, description="a shipped manifest name or a path")
-    criteria: str = Field("kernel-default", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="criteria profile name")
+    # Both default to the kind's own (load_job fills them in): never another kind's.
+    manifest: str = Field(..., min_length=1, description="a shipped manifest name or a path")
+    criteria: str = Field(..., pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="criteria profile name")
     budget: Budget = Budget()
     sandbox: SandboxChoice = SandboxChoice()
     padding: PaddingChoice = PaddingChoice()
-    # The table named after the kind (e.g. [kernel]), validated by that kind's own model.
-    options: dict = Field(default_factory=dict)
+    # The table named after the kind (e.g. [kernel]), as that kind's own options model.
+    options: SerializeAsAny[BaseModel]
     # Where the file was read from; task paths resolve against it.
     source: Path | None = Field(None, exclude=True)
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _kind_options(cls, v: Any, info: ValidationInfo) -> BaseModel:
+        kind = info.data.get("kind")
+        if not isinstance(kind, str):
+            raise ValueError("needs a valid kind")
+        model = agent_kind(kind).options_model
+        if isinstance(v, model):
+            return v
+        return model.model_validate(v)
+
+    @property
+    def agent_kind(self) -> AgentKind:
+        return agent_kind(self.kind)
 
     @field_validator("brain")
     @classmethod
@@ -97,15 +112,15 @@ def _load(p: Path) -> Job:
             raise UserError(f"job file {_show(str(p))} is not a regular file", "give the path of a .toml job file")
         if st.st_size > MAX_JOB_BYTES:
             raise UserError(f"job file {_show(str(p))} is {st.st_size} bytes; a job file is at most {MAX_JOB_BYTES}",
-                            "give a job file, e.g. examples/kernels/softmax.toml")
+                            "give a job file, e.g. examples/kernel/softmax.toml")
         with open(p, "rb") as fh:
             raw = fh.read(MAX_JOB_BYTES + 1)
     except FileNotFoundError:
-        raise UserError(f"job file {_show(str(p))} not found", "give the path of a .toml job file, e.g. examples/kernels/softmax.toml") from None
+        raise UserError(f"job file {_show(str(p))} not found", "give the path of a .toml job file, e.g. examples/kernel/softmax.toml") from None
     except (OSError, ValueError) as exc:  # permissions, a name too long, a NUL in the name
         raise UserError(f"job file {_show(str(p))} cannot be read ({exc.__class__.__name__})", "give a readable .toml file") from None
     if len(raw) > MAX_JOB_BYTES:
-        raise UserError(f"job file {_show(str(p))} is over {MAX_JOB_BYTES} bytes", "give a job file, e.g. examples/kernels/softmax.toml")
+        raise UserError(f"job file {_show(str(p))} is over {MAX_JOB_BYTES} bytes", "give a job file, e.g. examples/kernel/softmax.toml")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -121,20 +136,22 @@ def _load(p: Path) -> Job:
                 "criteria live with the verifier; name a profile with criteria = \"...\" instead",
             )
     kind_name = data.get("kind")
-    if not isinstance(kind_name, str) or kind_name not in job_kinds():
+    if not isinstance(kind_name, str) or kind_name not in names():
         raise UserError(
             f"job file {p}: field 'kind' is {_show(kind_name)}",
-            f"set kind to one of: {', '.join(sorted(job_kinds()))}",
+            f"set kind to one of: {', '.join(names())}",
         )
-    kind = job_kinds()[kind_name]
+    kind = agent_kind(kind_name)
     if "options" in data or "source" in data:
         bad = "options" if "options" in data else "source"
         raise UserError(f"job file {p}: field '{bad}' is not a job field", f"put {kind_name} options in the [{kind_name}] table")
     data = dict(data)
     table = data.pop(kind_name, {})
+    data.setdefault("manifest", kind.default_manifest)
+    data.setdefault("criteria", kind.default_criteria)
     try:
         options = kind.options_model.model_validate(table)
-        job = Job.model_validate({**data, "options": options.model_dump()})
+        job = Job.model_validate({**data, "options": options})
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = err["loc"] if exc.title == Job.__name__ else (kind_name, *err["loc"])
@@ -179,4 +196,4 @@ def _hint(err: dict) -> str:
         return f"use a value that is {err['msg'].lower().removeprefix('input should be ')}"
     if kind == "literal_error":
         return f"use one of: {err.get('ctx', {}).get('expected', '')}"
-    return "see examples/kernels/*.toml for a valid job file"
+    return "see examples/kernel/*.toml for a valid job file"

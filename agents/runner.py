@@ -6,7 +6,6 @@ import contextlib
 import ctypes
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,12 +20,12 @@ from langgraph.types import Command
 
 from assay.agents.brains import make_model
 from assay.agents.job import Job
-from assay.agents.kinds import job_kinds
 from assay.agents.toolset import run_toolset
 from assay.agents.workflow import RECURSION_LIMIT, RunDeps, build_graph, decision_for
 from assay.errors import UserError
 from assay.ledger import Ledger, RunStatus
 from assay.policies.redaction import Redactor
+from assay.runspec import RunSpec
 from assay.settings import settings
 
 Event = Callable[[str, dict[str, Any]], None]
@@ -47,25 +46,28 @@ def run_dir(run_id: str) -> Path:
 def prepare_workspace(run_id: str, job: Job) -> Path:
     ws = run_dir(run_id) / "workspace"
     ws.mkdir(parents=True, exist_ok=True)
-    # The agent works on a copy; the verifier reads the original the job names.
-    shutil.copyfile(job.task_path, ws / "task.py")
+    job.agent_kind.stage(job, ws)
     return ws
 
 
-def job_spec(job: Job, workspace: Path) -> dict[str, Any]:
-    return {
-        "job": job.model_dump(mode="json"),
-        "job_file": str(job.source) if job.source else None,
-        "task_path": str(job.task_path),
-        "criteria": job.criteria,
-        "workspace": str(workspace),
-    }
+def job_spec(job: Job, workspace: Path) -> RunSpec:
+    return RunSpec(
+        kind=job.kind,
+        job=job.model_dump(mode="json"),
+        job_file=str(job.source) if job.source else None,
+        task_path=str(job.task_path),
+        criteria=job.criteria,
+        manifest=job.manifest,
+        workspace=str(workspace),
+        sandbox_backend=job.sandbox.backend,
+        options=job.options.model_dump(mode="json"),
+    )
 
 
-def job_from_spec(spec: dict[str, Any]) -> Job:
-    job = Job.model_validate(spec["job"])
-    if spec.get("job_file"):
-        job = job.model_copy(update={"source": Path(spec["job_file"])})
+def job_from_spec(spec: RunSpec) -> Job:
+    job = Job.model_validate(spec.job)
+    if spec.job_file:
+        job = job.model_copy(update={"source": Path(spec.job_file)})
     return job
 
 
@@ -79,7 +81,9 @@ def _die_with_parent() -> None:
 
 
 def _verifier_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith("ASSAY_") or k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    # PYTHONPATH: where the operator's own kinds (ASSAY_KINDS) are installed; the operator's, as
+    # trusted as ASSAY_HOME. Nothing of the agent's reaches this process's environment.
+    return {k: v for k, v in os.environ.items() if k.startswith("ASSAY_") or k in ("PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH")}
 
 
 @contextmanager
@@ -136,7 +140,8 @@ def verify_in_process_of_its_own(run_id: str) -> dict[str, Any]:
         [sys.executable, "-P", "-m", "assay.verifiers", "verify", "--run", run_id, "--json"],
         capture_output=True, text=True, env=env, preexec_fn=_die_with_parent,
     )
-    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+    # 0 pass, 1 fail, 3 inconclusive: a verdict was written; anything else is the process's own failure.
+    if proc.returncode not in (0, 1, 3) or not proc.stdout.strip():
         tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
         raise UserError(f"the verifier process failed (exit {proc.returncode}): {tail[0]}", "see `python -m assay.verifiers verify --run RUN`")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -162,14 +167,12 @@ async def checkpointer(ledger: Ledger):
 
 async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: bool, on_event: Event,
                  verify: Callable[[str], dict[str, Any]]) -> RunOutcome:
-    kind = job_kinds()[job.kind]
+    kind = job.agent_kind
     workspace = run_dir(run_id) / "workspace"
     redactor = Redactor.for_run(os.environ)
-    model = make_model(job.brain, agent_module=kind.agent_module, redactor=redactor)
+    model = make_model(job.brain, kind=kind, redactor=redactor)
     from pydantic_ai import Agent
-    import importlib
 
-    module = importlib.import_module(kind.agent_module)
     # Tool-call keys are "<step>:<tool call id>". The step is the one agent_step is running
     # (it announces it before the model request), so a call in step 7 never collides with a
     # call in step 2 that a model gave the same id, and a resumed step reuses its own keys.
@@ -182,8 +185,8 @@ async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: boo
 
     toolset = run_toolset(run_id, workspace, job.manifest, job.kind, padding=job.padding.model_dump(),
                           sandbox=job.sandbox.backend, step=lambda: str(step_no["n"]))
-    agent = Agent(model, toolsets=[toolset], instructions=module.instructions(job), output_type=str)
-    deps = RunDeps(run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=module.prompt(job), verify=verify, on_event=events)
+    agent = Agent(model, toolsets=[toolset], instructions=kind.instructions(job), output_type=str)
+    deps = RunDeps(run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=kind.prompt(job), verify=verify, on_event=events)
     graph_def = build_graph()
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
     async with checkpointer(ledger) as saver, _server_started(agent, run_id, ledger, fresh=first is not None):
@@ -257,7 +260,7 @@ def resume_run(run_id: str, *, wait: bool = True, on_event: Event | None = None,
             raise UserError(f"no run {run_id!r} in the ledger", "list runs with `assay verdicts` or `assay tui`")
         if RunStatus(run.status).finished:
             return RunOutcome(run_id, run.status, verdict=_last_verdict(ledger, run_id))
-        job = job_from_spec(run.spec)
+        job = job_from_spec(RunSpec.of(run.spec, run_id))
         with verifier_warming(run_id, enabled=verify is None and wait) as hurry:
             return anyio.run(lambda: _drive(run_id, job, ledger, None, wait=wait, on_event=on_event or _quiet,
                                             verify=verify or _verifier_after(hurry)))
@@ -287,14 +290,14 @@ def decide_approval(run_id: str, decision: str, *, approval_id: str | None = Non
             ledger.close()
 
 
-def _store_spec(ledger: Ledger, run_id: str, spec: dict[str, Any]) -> None:
+def _store_spec(ledger: Ledger, run_id: str, spec: RunSpec) -> None:
     from sqlmodel import select
 
     from assay.ledger import Run
 
     with ledger.session(write=True) as s:
         run = s.exec(select(Run).where(Run.id == run_id)).one()
-        run.spec = spec
+        run.spec = spec.model_dump(mode="json")
         s.add(run)
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SOFTMAX = REPO / "examples" / "kernels" / "softmax.py"
+SOFTMAX = REPO / "examples" / "kernel" / "softmax.py"
 DRIVER = HERE / "brain_driver.py"
 
 
@@ -88,7 +88,7 @@ def install_brain(monkeypatch, fn: Callable, *, seen: list | None = None) -> Non
             seen.append(list(messages))
         return fn(messages, info)
 
-    def make_model(name: str, *, agent_module: str, redactor, http_client: Any = None):
+    def make_model(name: str, *, kind, redactor, http_client: Any = None):
         return RedactingModel(FunctionModel(brain, model_name=f"test:{getattr(fn, '__name__', 'brain')}"), redactor)
 
     monkeypatch.setattr(runner, "make_model", make_model)

@@ -24,7 +24,7 @@ def main() -> None:
 
     fn = BRAINS[sys.argv[1]]
 
-    def make_model(name, *, agent_module, redactor, http_client=None):
+    def make_model(name, *, kind, redactor, http_client=None):
         return RedactingModel(FunctionModel(fn, model_name=f"test:{sys.argv[1]}"), redactor)
 
     runner.make_model = make_model

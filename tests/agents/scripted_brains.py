@@ -101,7 +101,7 @@ quick = script("quick", [
     [("submit", {"entry": "candidate.py"})],
 ], final="submitted")
 
-# Never submits: the verdict is "no candidate".
+# Never submits: the verdict is "no submission".
 idle = script("idle", [[("list_files", {})]], final="giving up: no candidate")
 
 # Calls a tool the kernel-agent manifest gates behind a human (a g++ run over 30 s).

@@ -170,7 +170,7 @@ def test_provider_brain_reaches_a_signed_verdict(home, tmp_path, llama_server, m
 @pytest.mark.slow
 def test_playbook_passes_the_main_job(home, tmp_path):
     report = tmp_path / "report.json"
-    out = assay("run", str(REPO / "examples" / "kernels" / "softmax.toml"), "--json", str(report), timeout=1200)
+    out = assay("run", str(REPO / "examples" / "kernel" / "softmax.toml"), "--json", str(report), timeout=1200)
     import json
 
     doc = json.loads(report.read_text())

@@ -1,5 +1,5 @@
 """Budgets stop a runaway brain cleanly: the run ends (status failed), the verifier still writes
-its signed verdict ("no candidate"), the run says which budget ran out, and every call made
+its signed verdict ("no submission"), the run says which budget ran out, and every call made
 before the stop is in the ledger."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def check_stopped(outcome, home, budget_words: str) -> dict:
     assert got["submissions"] == []
     assert [k for k, _ in got["verdicts"]] == ["verdict:none"]
     payload = outcome.verdict["payload"]
-    assert payload["passed"] is False and payload["reasons"][0].startswith("no candidate")
+    assert payload["passed"] is False and payload["reasons"][0].startswith("no submission")
     assert_verdicts_are_the_verifiers(home)
     return got
 

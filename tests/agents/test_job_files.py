@@ -133,7 +133,7 @@ def test_almost_valid_jobs(place, d):
 @FUZZ
 @given(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 3), st.text(max_size=3)), max_size=6))
 def test_edits_of_the_main_job_file(place, edits):
-    text = (REPO / "examples" / "kernels" / "softmax.toml").read_text().replace('task = "softmax.py"', 'task = "task.py"')
+    text = (REPO / "examples" / "kernel" / "softmax.toml").read_text().replace('task = "softmax.py"', 'task = "task.py"')
     for at, cut, insert in edits:
         at = min(at, len(text))
         text = text[:at] + insert + text[at + cut:]

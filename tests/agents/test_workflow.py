@@ -46,4 +46,4 @@ def test_the_job_s_brain_is_what_the_run_records(home, tmp_path, monkeypatch):
     assert run.brain == "local" and run.kind == "kernel"
     assert run.spec["job"]["brain"] == "local"
     assert [k for k, _ in rows(outcome.run_id)["steps"]] == ["step-1"]
-    assert outcome.verdict["payload"]["reasons"][0].startswith("no candidate")
+    assert outcome.verdict["payload"]["reasons"][0].startswith("no submission")

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 
-from assay.agents import kernel
+from assay.agents.kernel import playbook as kernel_playbook
+from assay.agents.kernel.kind import KIND
 from assay.ledger import RunStatus
 from assay.tui.app import AssayApp
 from assay.tui.approvals import ApprovalsScreen
@@ -21,13 +22,13 @@ from assay.tui.live import LiveScreen
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-JOB = Path(__file__).resolve().parents[2] / "examples" / "kernels" / "softmax.toml"
+JOB = Path(__file__).resolve().parents[2] / "examples" / "kernel" / "softmax.toml"
 LONG_BUILD = {"command": ["g++", "--version"], "timeout_s": 60}
 
 
 def long_build_brain(messages, info) -> ModelResponse:
     n = sum(isinstance(m, ModelResponse) for m in messages) + 1
-    note = kernel._human_note(messages)
+    note = kernel_playbook._human_note(messages)
     if n == 1 or (note is not None and note.startswith("A human approved")):
         return ModelResponse(parts=[ToolCallPart("exec", dict(LONG_BUILD), tool_call_id=f"lb-{n}")])
     return ModelResponse(parts=[TextPart("built; nothing to submit")])
@@ -49,7 +50,7 @@ async def test_start_the_main_job_and_approve_its_gated_build(need, tui, monkeyp
     keygen(if_missing=True)  # what `make sign-examples` does for an operator
     for path in SHIPPED_DIR.glob("*.toml"):
         sign_manifest(path, to_store=True)
-    monkeypatch.setattr(kernel, "playbook", long_build_brain)
+    monkeypatch.setattr(KIND, "playbook", long_build_brain)  # the kind's playbook brain, on this instance
 
     app = AssayApp(poll_s=0.2, job_hint=str(JOB))
     async with app.run_test(size=(80, 24)) as pilot:
