@@ -12,7 +12,7 @@ from assay.errors import UserError
 
 def mcp(
     workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="the only folder tools may touch"),
-    manifest: str = typer.Option("kernel-agent", "--manifest", "-m", help="signed manifest: a path or a shipped role name"),
+    manifest: str | None = typer.Option(None, "--manifest", "-m", help="signed manifest: a path or a shipped role name (default: the kind's own; without --kind, workspace-agent)"),
     role: str | None = typer.Option(None, "--role", help="the role the manifest must be for"),
     run: str | None = typer.Option(None, "--run", help="attach to this run instead of creating one"),
     kind: str | None = typer.Option(None, "--kind", help="job kind whose tools to expose, e.g. kernel"),
@@ -37,6 +37,8 @@ def mcp(
 
         check_token(token)
     policy = _padding_policy(padding, pad_bucket, pad_quantum, pad_ceiling, pad_default_ceiling)
+    if manifest is None:
+        manifest = _default_manifest(kind)
     session = Session(
         SessionConfig(
             workspace=workspace,
@@ -65,6 +67,18 @@ def mcp(
             anyio.run(serve_stdio, session)
     finally:
         session.close()
+
+
+# A client served without a job kind gets the tools every kind shares, under this role.
+KINDLESS_MANIFEST = "workspace-agent"
+
+
+def _default_manifest(kind: str | None) -> str:
+    if kind is None:
+        return KINDLESS_MANIFEST
+    from assay.agents.kinds import agent_kind
+
+    return agent_kind(kind).default_manifest
 
 
 def _padding_policy(enabled: bool, bucket: int | None, quantum: float | None, ceilings: list[str], default_ceiling: float | None):

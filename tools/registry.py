@@ -163,7 +163,9 @@ def default_registry() -> Registry:
     """The registry with every shipped tool imported (imports register them)."""
     from assay.tools import exec as _exec  # noqa: F401
     from assay.tools import files as _files  # noqa: F401
-    from assay.tools import kernel as _kernel  # noqa: F401
     from assay.tools import submit as _submit  # noqa: F401
+    from assay.tools.kinds import import_kind_tools
+
+    import_kind_tools()
 
     return registry

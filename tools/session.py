@@ -41,7 +41,8 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 @dataclass
 class SessionConfig:
     workspace: Path
-    manifest: str = "kernel-agent"
+    # A shipped role name or a path; the caller picks it (a job: its kind's default).
+    manifest: str
     role: str | None = None
     run_id: str | None = None
     kind: str | None = None
@@ -136,6 +137,11 @@ class Session:
         if not self.workspace.is_dir():
             raise UserError(f"workspace {cfg.workspace} is not a directory", "create it or pass --workspace DIR")
         _refuse_trusted_inside(self.workspace)
+        if cfg.kind is not None:
+            from assay.tools.kinds import rows
+
+            if cfg.kind not in rows():
+                raise UserError(f"unknown job kind {cfg.kind!r}", f"use one of: {', '.join(sorted(rows()))}, or no --kind")
         self.manifest = load_signed_manifest(resolve_manifest(cfg.manifest), role=cfg.role)
         self.warning = self.manifest.provenance.warning if self.manifest.provenance else None
         self.ledger = ledger or Ledger.open(cfg.ledger_url)

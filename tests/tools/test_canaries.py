@@ -21,7 +21,7 @@ import urllib.parse
 import pytest
 from tools_helpers import INIT_TIMEOUT, ASSAY, ledger_bytes, ledger_cells, open_session, sdk_client, server_env, signed_manifest
 
-from assay.policies.known_secrets import base64_fragments
+from assay.policies.redaction.known_secrets import base64_fragments
 
 pytestmark = pytest.mark.anyio
 

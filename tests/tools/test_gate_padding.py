@@ -176,7 +176,7 @@ async def test_with_padding_on_no_progress_leaves_ahead_of_the_padded_result(wor
     they would show what the padded result hides, so none are sent (red-team finding)."""
     from tools_helpers import open_session, sdk_client
 
-    (workspace / "task.py").write_text((Path(__file__).resolve().parents[2] / "examples" / "kernels" / "gelu.py").read_text())
+    (workspace / "task.py").write_text((Path(__file__).resolve().parents[2] / "examples" / "kernel" / "gelu.py").read_text())
     seen: list = []
 
     async def on_progress(done, total, message):

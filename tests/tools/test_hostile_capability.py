@@ -63,7 +63,8 @@ async def test_calls_outside_the_capability_are_denied_readably_and_recorded(wor
         ("write_file", {"path": "task.py", "content": "x"}),
         ("write_file", {"path": "sub/task.py", "content": "x"}),
     ] + [("exec", {"command": cmd}) for cmd, _ in FORBIDDEN_EXEC]
-    with open_session(workspace) as s:
+    # kernel-agent grants read_task, a tool this kind-less session does not have.
+    with open_session(workspace, manifest="kernel-agent") as s:
         async with sdk_client(s) as c:
             results, tool_rows, decision_rows = await calls_and_rules(c, s, signed_home, calls)
     rules = [d.detail["rule"] for d in decision_rows]

@@ -19,7 +19,7 @@ from assay.kernels.autotune import TUNE_DIR
 
 pytestmark = pytest.mark.anyio
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernel"
 
 
 def test_the_tuning_source_is_never_written_through_a_symlink(tmp_path):

@@ -66,6 +66,7 @@ def open_session(workspace: Path, **cfg: Any):
     from assay.tools.session import Session, SessionConfig
 
     cfg.setdefault("sandbox_backend", "bwrap")
+    cfg.setdefault("manifest", "kernel-agent" if cfg.get("kind") == "kernel" else "workspace-agent")
     s = Session(SessionConfig(workspace=workspace, **cfg))
     try:
         yield s
