@@ -20,7 +20,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from assay.cli import kernel, ledger, mcp, policy, run, sandbox, tui
+    from assay.cli import ledger, mcp, policy, run, sandbox, tui, verify
 
     run.register(app)
     app.command(name="mcp")(mcp.mcp)
@@ -28,7 +28,7 @@ def _register() -> None:
     app.add_typer(sandbox.app, name="sandbox")
     app.add_typer(ledger.app, name="ledger")
     app.add_typer(policy.app, name="policy")
-    app.add_typer(kernel.app, name="kernel")
+    verify.register(app)
 
 
 _register()

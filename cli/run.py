@@ -42,7 +42,7 @@ def _progress(total_steps: int):
 
 
 def _reports(outcomes: list, json_path: Path | None, junit: Path | None, sarif: Path | None, quiet: bool = False) -> int:
-    from assay.cli.reports import print_summary, summary, write_json, write_junit, write_sarif
+    from assay.reports.verdicts import print_summary, summary, write_json, write_junit, write_sarif
     from assay.ledger import Ledger
 
     rows = []
@@ -75,7 +75,7 @@ ReportOpts = dict(
 
 
 def run(
-    job_file: Path = typer.Argument(..., help="job file, e.g. examples/kernels/softmax.toml"),
+    job_file: Path = typer.Argument(..., help="job file, e.g. examples/kernel/softmax.toml"),
     brain: str | None = typer.Option(None, "--brain", help="override the job's brain: playbook, local, provider:model, MODEL@URL"),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="wait for approvals (default) or leave the run paused"),
     json_path: Path | None = ReportOpts["json_path"],

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label
 
-DEFAULT_JOB = "examples/kernels/softmax.toml"
+DEFAULT_JOB = "examples/kernel/softmax.toml"
 
 
 def job_files(root: Path) -> list[str]:

@@ -29,8 +29,8 @@ def verdict_text(row: views.RunRow) -> Text:
     if not row.verdict:
         return Text("")
     t = Text(row.verdict, style={"PASS": "bold green", "INCONCLUSIVE": "bold yellow"}.get(row.verdict, "bold red"))
-    if row.speedup is not None:
-        t.append(f" {row.speedup:.2f}x", style="")
+    if row.headline is not None:
+        t.append(f" {row.headline}", style="")
     return t
 
 

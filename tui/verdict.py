@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
 
-from assay.cli.reports import speedup_chart
+from assay.reports.charts import figure_chart
 from assay.ledger import Ledger
 from assay.tui import views
 from assay.tui.polling import PollingScreen
@@ -102,10 +102,12 @@ class VerdictScreen(PollingScreen):
         checks.display = bool(p.get("checks"))
         checks.update(self._checks(p.get("checks") or []))
         chart = self.query_one("#verdict-chart", Static)
-        chart.display = bool(view.speedups)
-        if view.speedups:
-            chart.update(speedup_chart(view.speedups, width=36))
-        metrics = self._metrics(p.get("metrics") or {})
+        figures = view.figures
+        chart.display = figures is not None
+        if figures is not None:
+            chart.update(figure_chart(figures, width=36))
+        shown = {b.metric for b in figures.bars if b.metric} if figures is not None else set()
+        metrics = self._metrics(p.get("metrics") or {}, shown)
         box = self.query_one("#verdict-metrics", Static)
         box.display = isinstance(metrics, Table)
         box.update(metrics)
@@ -130,8 +132,8 @@ class VerdictScreen(PollingScreen):
         return t
 
     @staticmethod
-    def _metrics(metrics: dict[str, Any]) -> Table | Text:
-        rows = [(k, s) for k, v in sorted(metrics.items()) if not k.startswith("speedup_vs_") and (s := _scalar(v)) is not None]
+    def _metrics(metrics: dict[str, Any], charted: set[str]) -> Table | Text:
+        rows = [(k, s) for k, v in sorted(metrics.items()) if k not in charted and (s := _scalar(v)) is not None]
         if not rows:
             return Text("")
         t = Table(title="metrics", title_justify="left", box=None, pad_edge=False, show_header=False)

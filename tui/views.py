@@ -18,7 +18,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from assay.ledger import Approval, Ledger, PolicyDecision, Run, RunStatus, Step, ToolCall, Verdict
-from assay.verifiers.kernel_judge import inconclusive
+from assay.verifiers.outcome import Figures, Shown
 
 # A TUI lists what a person can scan; older runs stay one `assay verdicts` away.
 RUNS_LIMIT = 500
@@ -96,8 +96,8 @@ class RunRow:
     kind: str
     brain: str
     status: str
-    verdict: str  # PASS, FAIL, INCONCLUSIVE (failed on speed alone, timed on a busy machine) or "" when none
-    speedup: float | None
+    verdict: str  # PASS, FAIL, INCONCLUSIVE (failed only on a figure the machine's load decided) or "" when none
+    headline: str | None  # the verdict's headline figure as text (a kernel's "1.84x"), or None
     duration_s: float | None
     created_at: datetime
 
@@ -122,9 +122,7 @@ def latest_verdicts(ledger: Ledger, run_ids: list[str]) -> dict[str, Verdict]:
 
 
 def verdict_word(payload: dict[str, Any]) -> str:
-    if payload.get("passed"):
-        return "PASS"
-    return "INCONCLUSIVE" if inconclusive(payload.get("checks") or [], payload.get("metrics") or {}) else "FAIL"
+    return Shown.of(payload).word
 
 
 def run_rows(ledger: Ledger, now: datetime, limit: int = RUNS_LIMIT) -> list[RunRow]:
@@ -134,11 +132,11 @@ def run_rows(ledger: Ledger, now: datetime, limit: int = RUNS_LIMIT) -> list[Run
     for r in runs:
         v = verdicts.get(r.id)
         p = v.payload if v else {}
-        speed = (p.get("metrics") or {}).get("speedup_vs_eager")
+        head = Shown.of(p).headline if v else None
         rows.append(RunRow(
             id=r.id, job=r.job, kind=r.kind, brain=r.brain, status=r.status,
             verdict=verdict_word(p) if v else "",
-            speedup=float(speed) if isinstance(speed, (int, float)) else None,
+            headline=head.text() if head is not None and head.value is not None else None,
             duration_s=duration(r, now), created_at=r.created_at,
         ))
     return rows
@@ -392,9 +390,8 @@ class VerdictView:
         return self.verdict.payload if self.verdict else {}
 
     @property
-    def speedups(self) -> dict[str, float]:
-        m = self.payload.get("metrics") or {}
-        return {k: float(v) for k, v in m.items() if k.startswith("speedup_vs_") and isinstance(v, (int, float))}
+    def figures(self) -> Figures | None:
+        return Shown.of(self.payload).figures
 
 
 def verdict_view(ledger: Ledger, run_id: str, home: Path) -> VerdictView | None:

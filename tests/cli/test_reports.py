@@ -120,7 +120,7 @@ def test_a_run_with_no_candidate_and_a_paused_run(home, tmp_path):
     assert out.returncode == 1
     docs = validate(j, x, s)
     r = docs["json"]["runs"][0]
-    assert r["submission_hash"] is None and r["reasons"][0].startswith("no candidate")
+    assert r["submission_hash"] is None and r["reasons"][0].startswith("no submission")
     assert r["error"] == "giving up: no candidate"  # the agent's own last word, kept apart from the verdict
     assert docs["junit"].find("testsuite").get("failures") == "1"
 
@@ -142,13 +142,17 @@ def make_passed_run(home: Path, speed: tuple[bool, str] = (True, "1.31x eager"),
     from assay.ledger import Ledger, RunStatus
     from assay.verifiers import signing
 
+    metrics = {"speedup_vs_eager": 1.31, **(metrics or {})}
+    outcome = "pass" if speed[0] else "inconclusive" if metrics.get("timing_contended") else "fail"
     with Ledger.open() as ledger:
         run = ledger.create_run(job=str(home / "job.toml"), kind="kernel", brain="playbook", budget={"steps": 40})
         payload = {
-            "run_id": run.id, "kind": "kernel", "passed": speed[0], "reasons": [] if speed[0] else [f"speed: {speed[1]}"],
+            "run_id": run.id, "kind": "kernel", "passed": speed[0], "outcome": outcome,
+            "headline": {"name": "speedup vs eager", "value": 1.31, "unit": "x"}, "figures": None,
+            "reasons": [] if speed[0] else [f"speed: {speed[1]}"],
             "checks": [{"name": "correctness", "passed": True, "detail": "5 trials, 2 shapes"},
                        {"name": "speed", "passed": speed[0], "detail": speed[1]}],
-            "metrics": {"speedup_vs_eager": 1.31, **(metrics or {})}, "criteria": "kernel-default", "criteria_hash": "a" * 64,
+            "metrics": metrics, "criteria": "kernel-default", "criteria_hash": "a" * 64,
             "submission": "submission-1", "submission_hash": "b" * 64, "task_hash": "c" * 64, "candidate_hash": "d" * 64,
             "verifier_version": "0.1.0", "verified_at": "2026-01-01T00:00:00Z",
         }
@@ -204,7 +208,9 @@ rows = st.fixed_dictionaries({
     "run_id": st.text(string.ascii_letters + string.digits + "-", min_size=1, max_size=30),
     "job": st.one_of(st.none(), texts, st.just("/tmp/a dir/jöb #1.toml")),
     "kind": st.just("kernel"), "brain": texts.filter(bool), "status": st.sampled_from(["passed", "failed", "error"]),
-    "passed": st.just(False), "inconclusive": st.booleans(), "reasons": st.lists(texts, max_size=3), "checks": checks,
+    "passed": st.just(False), "outcome": st.sampled_from(["fail", "inconclusive"]), "inconclusive": st.booleans(),
+    "headline": st.one_of(st.none(), st.fixed_dictionaries({"name": texts, "value": st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)), "unit": texts})),
+    "figures": st.none(), "reasons": st.lists(texts, max_size=3), "checks": checks,
     "metrics": st.dictionaries(st.text(max_size=10), st.floats(allow_nan=False, allow_infinity=False), max_size=3),
     "criteria": st.just("kernel-default"), "criteria_hash": st.just("e" * 64), "submission_hash": st.none(),
     "verdict_id": st.integers(1, 10**6), "signature": st.none(), "row_hash": st.none(),
@@ -216,7 +222,7 @@ rows = st.fixed_dictionaries({
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(rows, min_size=1, max_size=3))
 def test_any_verdict_text_gives_valid_files(tmp_path, reports):
-    from assay.cli.reports import write_json, write_junit, write_sarif
+    from assay.reports.verdicts import write_json, write_junit, write_sarif
 
     j, x, s = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.sarif"
     write_json(j, reports)

@@ -98,13 +98,17 @@ BUILD_REASON = "rule exec#1 (long builds) needs human approval: a build over 30 
 
 def passed_payload(run_id: str) -> dict[str, Any]:
     return {
-        "run_id": run_id, "kind": "kernel", "passed": True, "reasons": [],
+        "run_id": run_id, "kind": "kernel", "passed": True, "outcome": "pass", "reasons": [],
         "checks": [
             {"name": "loads", "passed": True, "detail": "ModelNew builds and loads"},
             {"name": "correctness", "passed": True, "detail": "max abs error 2.4e-07 over 5 held-out inputs"},
             {"name": "speed", "passed": True, "detail": "1.84x eager, 1.21x compile"},
         ],
         "metrics": {"speedup_vs_eager": 1.84, "speedup_vs_compile": 1.21, "max_abs_error": 2.4e-07, "time_candidate_s": 0.00131},
+        "headline": {"name": "speedup vs eager", "value": 1.84, "unit": "x"},
+        "figures": {"title": "speedup (candidate vs baseline; | marks 1.0x)", "unit": "x", "mark": 1.0,
+                    "bars": [{"label": "eager", "value": 1.84, "metric": "speedup_vs_eager"},
+                             {"label": "compile", "value": 1.21, "metric": "speedup_vs_compile"}]},
         "criteria": "kernel-default", "criteria_hash": "c" * 64, "submission": "submit-1", "submission_hash": "5" * 64,
         "task_hash": "7" * 64, "candidate_hash": "9" * 64, "verifier_version": "0.1.0", "verified_at": "2025-03-14T09:01:35Z",
     }
@@ -112,7 +116,7 @@ def passed_payload(run_id: str) -> dict[str, Any]:
 
 def failed_payload(run_id: str) -> dict[str, Any]:
     return {
-        "run_id": run_id, "kind": "kernel", "passed": False,
+        "run_id": run_id, "kind": "kernel", "passed": False, "outcome": "fail", "headline": None, "figures": None,
         "reasons": ["correctness: max abs error 0.31 on held-out input 2 (limit 1e-05)"],
         "checks": [
             {"name": "loads", "passed": True, "detail": "ModelNew builds and loads"},
@@ -138,7 +142,7 @@ def _fill(w: Writer, ledger: Ledger, key: Ed25519PrivateKey) -> None:
     from assay.verifiers.signing import sign
 
 
-    w.run(PASSED, "/work/examples/kernels/softmax.toml", "passed", start=0, end=95,
+    w.run(PASSED, "/work/examples/kernel/softmax.toml", "passed", start=0, end=95,
           used={"steps": 4, "requests": 4, "tokens": 0, "seconds": 94.0})
     w.call(PASSED, "1:c0", "write_file", {"path": "kernel.cpp", "content": "[[SECRET:api_key_1]] ..."}, 2, rule="write_file#0")
     w.step(PASSED, 1, 2.5, ["write_file"])
@@ -152,13 +156,13 @@ def _fill(w: Writer, ledger: Ledger, key: Ed25519PrivateKey) -> None:
     w.step(PASSED, 4, 26, ["submit"], final="submitted a cpp softmax, 1.8x over eager")
     ledger.append_verdict(PASSED, passed_payload(PASSED), sign(key, passed_payload(PASSED)), key="verdict:submit-1")
 
-    w.run(FAILED, "/work/examples/kernels/layernorm.toml", "failed", start=15 * 60, end=15 * 60 + 62,
+    w.run(FAILED, "/work/examples/kernel/layernorm.toml", "failed", start=15 * 60, end=15 * 60 + 62,
           used={"steps": 3, "requests": 3, "tokens": 0, "seconds": 61.0}, error="submitted")
     w.call(FAILED, "1:c0", "build", {"path": "kernel.cpp"}, 15 * 60 + 5, ms=9000, rule="build#0")
     w.step(FAILED, 1, 15 * 60 + 15, ["build"])
     ledger.append_verdict(FAILED, failed_payload(FAILED), sign(key, failed_payload(FAILED)), key="verdict:submit-1")
 
-    w.run(WAITING, "/work/examples/kernels/softmax.toml", "waiting_approval", start=30 * 60,
+    w.run(WAITING, "/work/examples/kernel/softmax.toml", "waiting_approval", start=30 * 60,
           used={"steps": 2, "requests": 2, "tokens": 0, "seconds": 40.0})
     w.call(WAITING, "1:c0", "write_file", {"path": "kernel.cpp", "content": "..."}, 30 * 60 + 3, rule="write_file#0")
     w.step(WAITING, 1, 30 * 60 + 4, ["write_file"])
@@ -170,7 +174,7 @@ def _fill(w: Writer, ledger: Ledger, key: Ed25519PrivateKey) -> None:
            text="needs human approval (...); approval approval-1 is pending", error="needs human approval")
     w.step(WAITING, 2, 30 * 60 + 7, ["exec"])
 
-    w.run(RUNNING, "/work/examples/kernels/gelu.toml", "running", start=45 * 60, brain="openai-chat:gpt-4o",
+    w.run(RUNNING, "/work/examples/kernel/gelu.toml", "running", start=45 * 60, brain="openai-chat:gpt-4o",
           used={"steps": 1, "requests": 1, "tokens": 5312, "seconds": 9.0})
     w.call(RUNNING, "1:c0", "read_file", {"path": "task.py"}, 45 * 60 + 3, rule="read_file#0", text="import torch ...")
     w.step(RUNNING, 1, 45 * 60 + 4, ["read_file"])

@@ -51,7 +51,7 @@ async def test_runs_filter_and_sort(filled, tui):
 
 
 async def test_live_run_shows_steps_and_calls_as_they_arrive(ledger, tui):
-    run = ledger.create_run(job="examples/kernels/softmax.toml", kind="kernel", brain="playbook",
+    run = ledger.create_run(job="examples/kernel/softmax.toml", kind="kernel", brain="playbook",
                             budget={"steps": 40, "minutes": 10, "tokens": None})
     ledger.set_run_status(run.id, RunStatus.running)
     app = AssayApp(poll_s=0.1)
@@ -187,7 +187,7 @@ async def test_starting_a_run_opens_it_live(ledger, tui, outcome):
         ledger.set_run_status(run.id, RunStatus.passed)
         return RunOutcome(run.id, "passed")
 
-    app = AssayApp(poll_s=0.1, start=start, job_hint="examples/kernels/softmax.toml")
+    app = AssayApp(poll_s=0.1, start=start, job_hint="examples/kernel/softmax.toml")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("n", "enter")
         await tui.until(pilot, lambda: isinstance(app.screen, LiveScreen), what="the live run")

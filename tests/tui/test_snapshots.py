@@ -51,5 +51,5 @@ def test_failed_verdict_screen(snap_compare, app, tui):
 
 
 def test_new_run_dialog(snap_compare, app, tui):
-    app.job_hint = "examples/kernels/softmax.toml"
+    app.job_hint = "examples/kernel/softmax.toml"
     assert snap_compare(app, terminal_size=SIZE, run_before=keys(tui, "n"))

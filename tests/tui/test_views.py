@@ -6,24 +6,28 @@ from assay.ledger import RunStatus, utcnow
 from assay.tui import views
 
 
-def test_runs_carry_verdict_speedup_and_duration(filled, tui):
+def test_runs_carry_verdict_headline_and_duration(filled, tui):
     rows = {r.id: r for r in views.run_rows(filled, tui.NOW)}
     assert [r.id for r in views.arrange(list(rows.values()), "", 0)] == [tui.RUNNING, tui.WAITING, tui.FAILED, tui.PASSED]
-    assert (rows[tui.PASSED].verdict, rows[tui.PASSED].speedup, rows[tui.PASSED].duration_s) == ("PASS", 1.84, 95.0)
-    assert (rows[tui.FAILED].verdict, rows[tui.FAILED].speedup) == ("FAIL", None)
+    assert (rows[tui.PASSED].verdict, rows[tui.PASSED].headline, rows[tui.PASSED].duration_s) == ("PASS", "1.84x", 95.0)
+    assert (rows[tui.FAILED].verdict, rows[tui.FAILED].headline) == ("FAIL", None)
     assert rows[tui.WAITING].verdict == ""
     # A run still going is timed up to now.
     assert rows[tui.RUNNING].duration_s == (tui.NOW - tui.at(45 * 60)).total_seconds()
 
 
-def test_a_speed_failure_timed_on_a_busy_machine_reads_inconclusive(tui):
+def test_the_word_is_the_signed_outcome(tui):
+    """The screens read the outcome the verifier signed; they judge no metric themselves."""
     busy = tui.passed_payload("r")
-    busy.update(passed=False, reasons=["speed: 0.94x eager; inconclusive: the machine was too busy to time"])
+    busy.update(passed=False, outcome="inconclusive", reasons=["speed: 0.94x eager; inconclusive: the machine was too busy to time"])
     busy["checks"][-1].update(passed=False)
-    busy["metrics"].update(timing_contended=True, reference_cpu_share=0.5)
     assert views.verdict_word(busy) == "INCONCLUSIVE"
-    busy["metrics"]["timing_contended"] = False
+    busy["outcome"] = "fail"
     assert views.verdict_word(busy) == "FAIL"
+    # A verdict signed before outcomes existed reads by its `passed`.
+    legacy = tui.passed_payload("r")
+    del legacy["outcome"]
+    assert views.verdict_word(legacy) == "PASS"
     assert views.verdict_word(tui.failed_payload("r")) == "FAIL"
     assert views.verdict_word(tui.passed_payload("r")) == "PASS"
 
@@ -76,7 +80,7 @@ def test_pending_approvals_say_what_and_why(filled, tui):
 
 def test_verdict_view_checks_signature_and_chain(filled, tui, _isolated_home):
     v = views.verdict_view(filled, tui.PASSED, _isolated_home)
-    assert v.signature == "valid" and v.payload["passed"] and v.speedups == {"speedup_vs_eager": 1.84, "speedup_vs_compile": 1.21}
+    assert v.signature == "valid" and v.payload["passed"] and [(b.label, b.value) for b in v.figures.bars] == [("eager", 1.84), ("compile", 1.21)]
     chain = views.chain_status(filled, _isolated_home)
     assert chain.ok and views.chain_position(chain, v.verdict.id) == "in an intact chain"
     # Another machine, without this verifier's key: the screen must not call the verdict valid.

@@ -15,13 +15,15 @@ from rich.console import Console
 from rich.table import Table
 
 from assay import __version__
-from assay.verifiers.kernel_judge import inconclusive
+from assay.reports.charts import figure_chart
+from assay.verifiers.outcome import Shown
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def summary(run: dict[str, Any], verdict: dict[str, Any] | None) -> dict[str, Any]:
     p = (verdict or {}).get("payload") or {}
+    shown = Shown.of(p) if verdict is not None else None
     return {
         "run_id": run["id"],
         "job": run.get("job"),
@@ -29,8 +31,12 @@ def summary(run: dict[str, Any], verdict: dict[str, Any] | None) -> dict[str, An
         "brain": run.get("brain"),
         "status": run.get("status"),
         "passed": bool(p.get("passed")),
-        # Failed only on speed, on a machine too busy to time it: retry elsewhere (exit 3).
-        "inconclusive": not p.get("passed") and inconclusive(p.get("checks") or [], p.get("metrics") or {}),
+        # pass | fail | inconclusive (failed only on a figure the machine's load decided: retry
+        # on a quieter machine, exit 3), as the verifier signed it.
+        "outcome": shown.outcome if shown else "fail",
+        "inconclusive": bool(shown and shown.outcome == "inconclusive"),
+        "headline": shown.headline.model_dump() if shown and shown.headline else None,
+        "figures": shown.figures.model_dump() if shown and shown.figures else None,
         "reasons": p.get("reasons", ["no verdict was written"] if verdict is None else []),
         "checks": p.get("checks", []),
         "metrics": p.get("metrics", {}),
@@ -154,24 +160,16 @@ def print_summary(console: Console, r: dict[str, Any]) -> None:
         for c in r["checks"]:
             t.add_row(str(c.get("name")), "[green]pass[/]" if c.get("passed") else "[red]fail[/]", str(c.get("detail", ""))[:120])
         console.print(t)
-    speed = {k: v for k, v in r["metrics"].items() if k.startswith("speedup_vs_") and isinstance(v, (int, float))}
-    if speed:
-        console.print(speedup_chart(speed))
+    if r.get("headline"):
+        h = r["headline"]
+        console.print(f"  {h['name']}: [bold]{_headline_text(h)}[/]")
+    if r.get("figures"):
+        console.print(figure_chart(r["figures"]))
     if r.get("criteria_hash"):
         console.print(f"  criteria {str(r['criteria_hash'])[:16]}  submission {str(r.get('submission_hash'))[:16]}  row {str(r.get('row_hash'))[:16]}")
 
 
-def speedup_chart(speedups: dict[str, float], width: int = 40) -> Table:
-    """A small bar chart: each bar is the speedup, the 1.0x mark is where the baseline stands."""
-    top = max([*speedups.values(), 1.0])
-    t = Table(title="speedup (candidate vs baseline; | marks 1.0x)", show_header=False, box=None)
-    t.add_column("baseline")
-    t.add_column("bar")
-    t.add_column("x", justify="right")
-    for name, v in speedups.items():
-        n = max(0, round(v / top * width))
-        one = round(1.0 / top * width)
-        bar = "".join("|" if i == one else ("█" if i < n else " ") for i in range(width + 1))
-        color = "green" if v >= 1.0 else "red"
-        t.add_row(name.removeprefix("speedup_vs_"), f"[{color}]{bar}[/]", f"{v:.2f}x")
-    return t
+def _headline_text(h: dict[str, Any]) -> str:
+    from assay.verifiers.outcome import Headline
+
+    return Headline.model_validate(h).text()
