@@ -6,7 +6,7 @@ corpus' known values registered; throughput is the median of several redactions 
 corpus after one warm-up. detect-secrets: its default plugins and filters scanning the corpus
 as a file (`scan_file`, line by line, the way its CLI does). Each figure is also given in
 CPU time (`*_cpu`), which other jobs on a shared host do not inflate: the process's for assay,
-whose whole-text passes run on a second thread (policies/re2bulk.py), so both threads count.
+whose whole-text passes run on a second thread (policies/redaction/re2bulk.py), so both threads count.
 The same redactor is timed two other ways in the same run, taking turns with the first:
 with every pass on one thread (`redaction_mb_per_s_one_thread`: what the second core buys),
 and as without re2bulk's library (`redaction_mb_per_s_without_library`: every search from
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from redaction_corpus import Corpus, Label, generate  # noqa: E402
 
-from assay.policies import re2bulk  # noqa: E402
+from assay.policies.redaction import re2bulk  # noqa: E402
 from assay.policies.redaction import Redactor, default_rules  # noqa: E402
 
 

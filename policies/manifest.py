@@ -148,7 +148,7 @@ SHIPPED_DIR = Path(__file__).parent / "manifests"
 
 
 def shipped_manifest_path(role: str) -> Path:
-    """The manifest assay ships for `role` (e.g. kernel-agent); sign it before use."""
+    """The manifest assay ships for `role` (e.g. workspace-agent); sign it before use."""
     path = SHIPPED_DIR / f"{role}.toml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))) or "none"
@@ -238,7 +238,7 @@ def _fix_for(kind: str, loc: tuple) -> str:
     parent = next((str(p) for p in reversed(loc) if isinstance(p, str)), "")
     if kind == "string_pattern_mismatch":
         if loc and loc[0] == "role":
-            return 'use lower-case letters, digits, \'-\' or \'_\', e.g. role = "kernel-agent"'
+            return 'use lower-case letters, digits, \'-\' or \'_\', e.g. role = "workspace-agent"'
         return "tool names are lower-case letters, digits, '-' or '_', as the gateway registers them"
     if kind == "value_error" and parent in ("executables", "executable"):
         return "write the bare program name, e.g. \"python\"; the sandbox finds it on its PATH"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Make sure RE2's headers and library are there, so re2bulk's library builds (policies/re2*.cpp):
+# Make sure RE2's headers and library are there, so re2bulk's library builds (policies/redaction/re2*.cpp):
 # redaction's detectors then run natively on long texts, their whole-text passes on a second
 # core. Installs Debian's libre2-dev with apt if the header is missing, then builds the library
 # into the user's cache. Without them redaction still works, in Python (the same findings,
@@ -16,4 +16,4 @@ if [ ! -f /usr/include/re2/re2.h ]; then
     exit 0
   fi
 fi
-"$PY" -m assay.policies.re2bulk >/dev/null || echo "ensure-re2: the re2bulk build failed; redaction will run in Python (slower)" >&2
+"$PY" -m assay.policies.redaction.re2bulk >/dev/null || echo "ensure-re2: the re2bulk build failed; redaction will run in Python (slower)" >&2

@@ -16,8 +16,8 @@ import urllib.parse
 
 import pytest
 
-from assay.policies import known_secrets
-from assay.policies.vault import PLACEHOLDER_RE
+from assay.policies.redaction import known_secrets
+from assay.policies.redaction.vault import PLACEHOLDER_RE
 
 KINDS = ["aws", "github", "jwt", "generic", "password", "escapable", "pem"]
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.policies import entropy as _entropy
-from assay.policies import pii as _pii
-from assay.policies import re2bulk, re2native
-from assay.policies import re2util
+from assay.policies.redaction import entropy as _entropy
+from assay.policies.redaction import pii as _pii
+from assay.policies.redaction import re2bulk, re2native
+from assay.policies.redaction import re2util
 from assay.policies.redaction import Redactor, default_rules
 
 _SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -254,7 +254,7 @@ def _windows_reference(data: bytes, placed: list[tuple[int, int]]) -> list[tuple
 @_SETTINGS
 @given(text=st.text(alphabet="ab\n", max_size=80), cuts=st.lists(st.integers(0, 80), max_size=10, unique=True))
 def test_rescan_windows_agree_with_searching_each_placeholder(text, cuts):
-    from assay.policies import redaction
+    from assay.policies.redaction import redactor as redaction
 
     data = text.encode()
     cuts = sorted(c for c in cuts if c <= len(data))
@@ -270,8 +270,8 @@ _KIND = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 @_SETTINGS
 @given(first=_text, pieces=st.lists(st.one_of(_text, st.sampled_from(["[", "[[", "[[[", "]]", "[[SECRET:x:1]]", "\n", "hunter2-Sup3r-s3cret"]), st.integers(0, 5)), max_size=10))
 def test_rescan_knowing_its_placeholders_finds_what_searching_for_them_finds(first, pieces):
-    from assay.policies import redaction
-    from assay.policies.vault import PLACEHOLDER_RE
+    from assay.policies.redaction import redactor as redaction
+    from assay.policies.redaction.vault import PLACEHOLDER_RE
 
     redactor = Redactor(default_rules())
     redactor.add_secret("hunter2-Sup3r-s3cret", _KIND)

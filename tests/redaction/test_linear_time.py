@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from assay.policies import re2bulk
+from assay.policies.redaction import re2bulk
 from assay.policies.redaction import Redactor
 
 N = 40_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.policies.pii import card_ok, find_pii, iban_ok, luhn_ok
+from assay.policies.redaction.pii import card_ok, find_pii, iban_ok, luhn_ok
 
 
 def kinds(text: str) -> list[tuple[str, str]]:

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.policies import re2bulk, re2util
+from assay.policies.redaction import re2bulk, re2util
 from assay.policies.redaction import default_rules
-from assay.policies.secret_rules import load_rules
+from assay.policies.redaction.secret_rules import load_rules
 
 RULES = default_rules()
 NATIVE = re2bulk.library() is not None and RULES.native() is not None

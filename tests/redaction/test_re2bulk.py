@@ -22,11 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.policies import entropy as _entropy
-from assay.policies import pii as _pii
-from assay.policies import re2bulk, re2native, re2util
+from assay.policies.redaction import entropy as _entropy
+from assay.policies.redaction import pii as _pii
+from assay.policies.redaction import re2bulk, re2native, re2util
 from assay.policies.redaction import Redactor, default_rules
-from assay.policies.secret_rules import load_rules
+from assay.policies.redaction.secret_rules import load_rules
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def test_with_one_cpu_nothing_runs_on_a_worker(monkeypatch, corpus):
     monkeypatch.setattr(re2bulk, "cores", lambda: 1)
     data = corpus.text.encode()
     redactor = _redactor(corpus.known_values)
-    assert redactor._ahead(data) is None
+    assert redactor._engine._ahead(data, redactor._known) is None
     assert redactor._find(data) == _redactor(corpus.known_values)._find(data)
 
 
@@ -202,11 +202,11 @@ def test_a_cursor_searches_live_only_inside_a_listed_match():
 def test_the_dense_corpus_is_redacted_the_same_with_and_without(corpus):
     data = corpus.text.encode()
     redactor = _redactor(corpus.known_values)
-    assert redactor._ahead(data) is not None
+    assert redactor._engine._ahead(data, redactor._known) is not None
     found, out = redactor._find(data), redactor.redact(corpus.text)
     with re2bulk.python_only():
         plain = _redactor(corpus.known_values)
-        assert plain._ahead(data) is None
+        assert plain._engine._ahead(data, plain._known) is None
         assert plain._find(data) == found
         assert plain.redact(corpus.text) == out
     assert len(found) > 500
@@ -245,7 +245,7 @@ def test_long_generated_texts_are_redacted_the_same_with_and_without(parts, seed
         size += len(chunks[-1])
     text = "".join(chunks)
     bulk = _redactor(["hunter2-canary-value"])
-    assert bulk._ahead(text.encode("utf-8", "surrogatepass")) is not None
+    assert bulk._engine._ahead(text.encode("utf-8", "surrogatepass"), bulk._known) is not None
     with_bulk = bulk.redact(text)
     with re2bulk.python_only():
         without = _redactor(["hunter2-canary-value"]).redact(text)
@@ -301,7 +301,7 @@ def test_short_texts_never_load_the_library(tmp_path):
     # A gateway's usual result is a few KB: it must not pay for a build or a thread handoff.
     code = (
         "from assay.policies.redaction import Redactor\n"
-        "from assay.policies import re2bulk\n"
+        "from assay.policies.redaction import re2bulk\n"
         "r = Redactor(); r.add_secret('hunter2-canary-value')\n"
         "assert '[[' in r.redact('pw hunter2-canary-value api_key = a1B2c3D4e5F6g7H8i9J0 x@example.com')\n"
         "print(re2bulk.library.cache_info().currsize)\n"
@@ -316,7 +316,7 @@ def test_switched_off_it_says_why_and_redaction_still_works(corpus):
     code = (
         "import sys\n"
         "from assay.policies.redaction import Redactor\n"
-        "from assay.policies import re2bulk\n"
+        "from assay.policies.redaction import re2bulk\n"
         "text = sys.stdin.read()\n"
         "out = Redactor().redact(text)\n"
         "print(re2bulk.unavailable()); print(out.count('[[SECRET:'))\n"
@@ -379,7 +379,7 @@ def test_a_failed_pass_falls_back_to_the_live_search(corpus, monkeypatch):
     monkeypatch.setattr(re2bulk.Bulk, "spans", broken)
     monkeypatch.setattr(re2native.Walk, "spans", broken)
     redactor = _redactor(corpus.known_values)
-    assert redactor._ahead(text.encode()) is not None
+    assert redactor._engine._ahead(text.encode(), redactor._known) is not None
     assert redactor.redact(text) == expected
 
 

@@ -11,7 +11,7 @@ import pickle
 import pytest
 
 from assay.policies.redaction import Redactor
-from assay.policies.vault import PLACEHOLDER_RE, Vault
+from assay.policies.redaction.vault import PLACEHOLDER_RE, Vault
 
 
 def test_same_value_same_placeholder_and_exact_restore(redactor, canary):

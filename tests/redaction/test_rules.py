@@ -7,17 +7,17 @@ from importlib import resources
 import pytest
 
 from assay.errors import UserError
-from assay.policies.secret_rules import load_rules
+from assay.policies.redaction.secret_rules import load_rules
 
 
 def test_the_vendored_rule_set_loads_whole(rules):
-    text = resources.files("assay.policies").joinpath("rules/gitleaks.toml").read_text()
+    text = resources.files("assay.policies.redaction").joinpath("rules/gitleaks.toml").read_text()
     assert "commit 009e025ad4106ab333aa0b9dc4f2a884390d134c" in text.splitlines()[1]
     assert rules.total == text.count("[[rules]]") >= 200
     # every rule with a regex compiled; the one path-only rule is reported, not hidden
     assert rules.loaded + len(rules.rejected) == rules.total
     assert set(rules.rejected) == {"pkcs12-file"}
-    assert resources.files("assay.policies").joinpath("rules/gitleaks.LICENSE").read_text().startswith("MIT License")
+    assert resources.files("assay.policies.redaction").joinpath("rules/gitleaks.LICENSE").read_text().startswith("MIT License")
 
 
 def test_rules_re2_cannot_compile_are_counted_not_dropped():

@@ -38,9 +38,9 @@ from importlib import resources
 import re2
 
 from assay.errors import UserError
-from assay.policies import re2bulk, re2native
-from assay.policies.entropy import above, entropy
-from assay.policies.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsupported, analyse, core, match_spans, requirements, starts_with_literal
+from assay.policies.redaction import re2bulk, re2native
+from assay.policies.redaction.entropy import above, entropy
+from assay.policies.redaction.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsupported, analyse, core, match_spans, requirements, starts_with_literal
 
 
 # Literals shorter than this occur often ("s." for vault-service-token) and are followed for
@@ -701,11 +701,11 @@ def _allowlist(spec: dict, rejected: list[str]) -> Allowlist:
 def load_rules(text: str | None = None) -> RuleSet:
     """Parse a gitleaks config (the vendored one by default) into a RuleSet."""
     if text is None:
-        text = resources.files("assay.policies").joinpath("rules/gitleaks.toml").read_text("utf-8")
+        text = resources.files("assay.policies.redaction").joinpath("rules/gitleaks.toml").read_text("utf-8")
     try:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"the secret rule file is not valid TOML: {exc}", "restore policies/rules/gitleaks.toml") from None
+        raise UserError(f"the secret rule file is not valid TOML: {exc}", "restore policies/redaction/rules/gitleaks.toml") from None
     rejected: dict[str, str] = {}
     rules: list[Rule] = []
     specs = config.get("rules", [])

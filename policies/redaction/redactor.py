@@ -31,21 +31,16 @@ import numpy as np
 import re2
 
 from assay.errors import UserError
-from assay.policies import entropy as _entropy
-from assay.policies import pii as _pii
-from assay.policies import re2bulk
-from assay.policies.known_secrets import MIN_LENGTH, KnownSecrets
-from assay.policies.re2util import match_spans
-from assay.policies.secret_rules import RuleSet, load_rules
-from assay.policies.vault import PLACEHOLDER_RE, Vault
+from assay.policies.redaction.engine import Engine, Re2Engine
+from assay.policies.redaction.known_secrets import KnownSecrets
+from assay.policies.redaction.re2util import match_spans
+from assay.policies.redaction.secret_rules import RuleSet, load_rules
+from assay.policies.redaction.vault import PLACEHOLDER_RE, Vault
 
 # Redacting can expose a new match at a placeholder's edge (a word boundary that was not one
 # before); a few passes reach the fixpoint that makes redact idempotent. Each pass is linear,
 # and later passes run only when the previous one replaced something.
 MAX_PASSES = 4
-
-# Which detector names a merged span when findings overlap: the most specific first.
-_PRIORITY = {"known": 0, "rule": 1, "entropy": 2, "pii": 3}
 
 # Words in an environment variable's name that mark its value as secret.
 _SECRET_WORDS = frozenset(
@@ -101,18 +96,6 @@ def _windows(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]
     return list(zip(lo[first].tolist(), hi[last].tolist()))
 
 
-def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The spans merged as `Redactor._find` merges findings (overlapping, not touching), in
-    order: what a lower-ranked finding wholly inside one of them could not change."""
-    out: list[list[int]] = []
-    for s, e in sorted(spans):
-        if out and s < out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
 @lru_cache(maxsize=1)
 def default_rules() -> RuleSet:
     """The vendored gitleaks rules, parsed and compiled once per process (they are immutable)."""
@@ -122,14 +105,14 @@ def default_rules() -> RuleSet:
 class Redactor:
     """The redaction state of one run: the rules, the known secrets and the vault."""
 
-    __slots__ = ("_rules", "_known", "_vault", "_pii", "_entropy")
+    __slots__ = ("_engine", "_known", "_vault")
 
-    def __init__(self, rules: RuleSet | None = None, *, pii: bool = True, high_entropy: bool = True):
-        self._rules = rules if rules is not None else default_rules()
+    def __init__(self, rules: RuleSet | None = None, *, pii: bool = True, high_entropy: bool = True,
+                 engine: Engine | None = None):
+        self._engine: Engine = engine or Re2Engine(rules if rules is not None else default_rules(), pii=pii,
+                                                   high_entropy=high_entropy)
         self._known = KnownSecrets()
         self._vault = Vault()
-        self._pii = pii
-        self._entropy = high_entropy
 
     # -- what is known to be secret -------------------------------------------------------
 
@@ -201,23 +184,7 @@ class Redactor:
             for s, e in protected:
                 masked[s:e] = b" " * (e - s)
             scan = bytes(masked)
-        ahead = self._ahead(scan)
-        raw: list[tuple[int, int, int, str, str]] = []
-        if self._pii:
-            # First, on this thread, while the worker runs the walks and the known values' pass.
-            for f in _pii.find_pii(scan):
-                raw.append((f.start, f.end, _PRIORITY["pii"], "PII", f.kind))
-        for f in self._rules.scan(scan, ahead):
-            raw.append((f.start, f.end, _PRIORITY["rule"], "SECRET", f.kind))
-        for f in self._known.find(scan, ahead):
-            raw.append((f.start, f.end, _PRIORITY["known"], "SECRET", f.kind))
-        if self._entropy:
-            # A token inside a span a higher-ranked detector (rules, known values) found
-            # merges into it and takes its name, so the entropy detector need not judge it.
-            listed = ahead.spans(_entropy.native()) if ahead is not None else None
-            covered = _union([(s, e) for s, e, prio, *_ in raw if prio < _PRIORITY["entropy"]])
-            for f in _entropy.find_high_entropy(scan, covered, listed):
-                raw.append((f.start, f.end, _PRIORITY["entropy"], "SECRET", f.kind))
+        raw = self._engine.findings(scan, self._known)
         if not raw:
             return []
         raw.sort()
@@ -233,21 +200,6 @@ class Redactor:
             else:
                 merged.append([s, e, cat, kind, prio])
         return [(s, e, cat, kind) for s, e, cat, kind, _ in merged]
-
-    def _ahead(self, scan: bytes) -> "re2bulk.Prefetched | None":
-        """The detectors' whole-text passes, queued on a second core while PII and the rules'
-        literal search run on this one (re2bulk): generic-api-key's walk first, since the
-        rules reach it soonest, then the known values' and the entropy candidates'. A pass
-        the worker has not started when this thread needs it is run here instead."""
-        if not re2bulk.takes(scan):
-            return None
-        passes = self._rules.passes(gated=False) + self._known.passes()
-        if self._entropy:
-            passes.append((_entropy.native(), _entropy.native()))  # a None pass is left out
-        # Walks of rules that need a literal last: by the time the worker reaches them, the
-        # rules' scan has dropped those it will not ask for.
-        passes += self._rules.passes(gated=True)
-        return re2bulk.prefetch(scan, passes)
 
     def find(self, text: str) -> list[Span]:
         """What one redaction pass would replace, as character offsets into `text`."""
@@ -395,7 +347,7 @@ class Redactor:
 
     @property
     def rules(self) -> RuleSet:
-        return self._rules
+        return self._engine.rules
 
     def __repr__(self) -> str:
         return f"<Redactor: {len(self._known)} known secrets, {len(self._vault)} placeholders, values withheld>"

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import re2
 
-from assay.policies.re2util import _UNANCHORED
+from assay.policies.redaction.re2util import _UNANCHORED
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from functools import lru_cache
 import numpy as np
 import re2
 
-from assay.policies import re2bulk, re2native
-from assay.policies.re2util import _UNANCHORED
+from assay.policies.redaction import re2bulk, re2native
+from assay.policies.redaction.re2util import _UNANCHORED
 
 _ANCHOR_START = re2._Anchor.ANCHOR_START
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import re2
 
-from assay.policies import re2bulk
+from assay.policies.redaction import re2bulk
 
 _ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
 

@@ -19,7 +19,7 @@ import ctypes
 
 import numpy as np
 
-from assay.policies.re2bulk import Owned, _why_not, library, returned
+from assay.policies.redaction.re2bulk import Owned, _why_not, library, returned
 
 
 def _ints(values) -> np.ndarray:

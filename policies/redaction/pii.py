@@ -14,8 +14,8 @@ from functools import lru_cache
 
 import re2
 
-from assay.policies import re2bulk, re2native
-from assay.policies.re2util import match_spans
+from assay.policies.redaction import re2bulk, re2native
+from assay.policies.redaction.re2util import match_spans
 
 _ANCHOR_START = re2._Anchor.ANCHOR_START
 
