@@ -57,7 +57,7 @@ sign-examples: install
 
 demo: install sign-examples
 	./scripts/ensure-bwrap.sh
-	$(ASSAY) run examples/kernels/softmax.toml
+	$(ASSAY) run examples/kernel/softmax.toml
 
 test: install-test sandboxes services
 	$(PY) -P -m pytest -q $(PYTEST_ARGS)

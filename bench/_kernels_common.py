@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples" / "kernels"
+EXAMPLES = ROOT / "examples" / "kernel"
 RESULTS = ROOT / "bench" / "RESULTS.md"
 err = Console(stderr=True)
 
