@@ -13,12 +13,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from assay.ledger.chain import canonical_json, normalize_payload
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
 
 from assay.errors import UserError
-from assay.ledger.chain import canonical_json, normalize_payload
 
 KEY_NAME = "verifier-ed25519"
 
