@@ -21,7 +21,7 @@ class TaskInfo:
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_json(cls, path: Path | str, d: dict) -> "TaskInfo":
+    def from_json(cls, path: Path | str, d: dict) -> TaskInfo:
         return cls(
             path=Path(path),
             graph=d["graph"],
@@ -42,7 +42,8 @@ class TaskInfo:
 
     def ref_meta(self, ref: str) -> dict:
         """Shape and dtype of a graph value ("%in0", "%p1", "%n3")."""
-        kind, idx = ref[1:].rstrip("0123456789"), int(ref.lstrip("%inpn"))
+        kind = ref[1:].rstrip("0123456789")
+        idx = int(ref[1 + len(kind):])
         if kind == "in":
             return self.inputs[idx]
         if kind == "p":

@@ -14,9 +14,9 @@ then runs that rule over the whole text as before.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator
 
 import numpy as np
 import re2
@@ -53,7 +53,7 @@ class Lines:
         self._ends: list[int] | None = None
 
     @classmethod
-    def of(cls, data: bytes) -> "Lines":
+    def of(cls, data: bytes) -> Lines:
         """The index of `data`, shared with the last caller that asked about the same bytes."""
         global _LAST_LINES
         last = _LAST_LINES
@@ -638,11 +638,9 @@ def core(pattern: str) -> Core | None:
     if tree[0] != "cat" or len(parser.top) != len(tree[1]):
         return None
     items = tree[1]
-    for j, item in enumerate(items):
-        exact = _facts(item).exact
-        if exact and all(exact):
-            break
-    else:
+    # The first item whose every match is exact (a literal): where the core starts.
+    j = next((i for i, item in enumerate(items) if (exact := _facts(item).exact) and all(exact)), None)
+    if j is None:
         return None
     prefix = [_facts(item) for item in items[:j]]
     if j == 0 or any(f.max_width is None for f in prefix):

@@ -10,7 +10,16 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from tools_helpers import INIT_TIMEOUT, ASSAY, http_server, inspector_cli, inspector_has_headers, last_json, run_inspector, server_env
+from tools_helpers import (
+    ASSAY,
+    INIT_TIMEOUT,
+    http_server,
+    inspector_cli,
+    inspector_has_headers,
+    last_json,
+    run_inspector,
+    server_env,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -164,7 +173,9 @@ async def test_pydantic_ai_over_http(workspace, signed_home):
         check_what_the_model_saw(brain, workspace)
 
         # With a wrong token the toolset cannot even connect: the run fails before any call.
-        with pytest.raises(Exception):
+        from mcp.shared.exceptions import MCPError
+
+        with pytest.raises(MCPError, match="error response"):
             await run_agent(MCPToolset(url, headers={"Authorization": "Bearer not-the-token-0123456789"}, init_timeout=INIT_TIMEOUT),
                             [("write_file", {"path": "refused.txt", "content": "x"})])
     assert (workspace / "src" / "kernel.py").read_text().startswith("def add")

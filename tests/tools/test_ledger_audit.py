@@ -66,6 +66,7 @@ async def test_replayed_keys_run_nothing_twice_and_a_reused_key_cannot_hide_a_ca
             other = await c.call_tool("write_file", {"path": "b.txt", "content": "two"}, meta=meta)
         run_id = s.run_id
     assert first.structured_content == again.structured_content
+    assert not other.is_error  # the same key for another call is a call of its own, run
     assert (workspace / "a.txt").read_text() == "changed by someone else"  # replayed, not re-run
     assert (workspace / "b.txt").read_text() == "two"
     tool_rows, decision_rows = run_rows(signed_home, run_id)

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from assay.errors import UserError
 from assay.verifiers.kernel import runtime as rt
 from assay.verifiers.kernel.criteria import Criteria
 from assay.verifiers.kernel.judge import (
@@ -20,8 +21,6 @@ from assay.verifiers.kernel.judge import (
     unwritten,
 )
 from assay.verifiers.kernel.reference import ReferenceRun, _say
-
-from assay.errors import UserError
 
 Progress = Callable[[str, float], None]
 
@@ -224,8 +223,11 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
         if len(shapes) != len(want_list):
             wrong.append(f"{label}: {len(shapes)} output(s) instead of {len(want_list)}")
             continue
+        if len(dtypes) != len(shapes):
+            checks.fail("harness_integrity", f"{label}: the worker recorded {len(dtypes)} dtypes for {len(shapes)} outputs")
+            continue
         mismatch = [f"output {j}: shape {sh} {dt} instead of {list(w.shape)} {str(w.dtype).removeprefix('torch.')}"
-                    for j, (sh, dt, w) in enumerate(zip(shapes, dtypes, want_list))
+                    for j, (sh, dt, w) in enumerate(zip(shapes, dtypes, want_list, strict=True))
                     if list(sh) != list(w.shape) or dt != str(w.dtype).removeprefix("torch.")]
         if mismatch:
             wrong.append(f"{label} " + "; ".join(mismatch))
@@ -237,12 +239,12 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
             continue
         got_list = [got.get(f"out_{j}") for j in range(len(want_list))]
         if len(got) != len(want_list) or any(g is None or tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype
-                                             for g, w in zip(got_list, want_list)):
+                                             for g, w in zip(got_list, want_list, strict=True)):
             checks.fail("harness_integrity", f"{label}: the output file does not hold what the worker reported")
             continue
         expected[rid], outputs[rid] = want_list, got_list
         good[rid] = []
-        for j, (g, w) in enumerate(zip(got_list, want_list)):
+        for j, (g, w) in enumerate(zip(got_list, want_list, strict=True)):
             ok, why, err = compare(g, w, crit)
             max_err = max(max_err, err if err != float("inf") else max_err)
             good[rid].append(ok)

@@ -283,7 +283,7 @@ def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: di
             checks.fail("consistent_when_timed", f"{where} returned {len(layouts[i]) if isinstance(layouts[i], list) else 'no'} "
                         f"outputs, eager {len(keys)}")
             return
-        for key, layout in zip(keys, layouts[i]):
+        for key, layout in zip(keys, layouts[i], strict=True):
             out = _rebuild(got[key], layout)
             if isinstance(out, str):
                 checks.fail("consistent_when_timed", f"{where} returned an output the audit cannot read: {out}")
@@ -311,7 +311,7 @@ def _rebuild(raw, layout):
             return "a malformed layout"
         item = torch.empty(0, dtype=dtype).element_size()
         numel = math.prod(shape)
-        span = 0 if numel == 0 else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+        span = 0 if numel == 0 else 1 + sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
         if raw.dtype != torch.uint8 or raw.dim() != 1 or raw.numel() != span * item:
             return "its size does not follow its shape and strides"
         if numel == 0:

@@ -436,7 +436,7 @@ def report_layouts(desc, cap: int) -> list | None:
                 and len(shape) == len(strides) <= 64):
             return None
         numel = math.prod(shape)
-        span = 0 if numel == 0 else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+        span = 0 if numel == 0 else 1 + sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
         total += size
         if size != span * item or total > cap:
             return None

@@ -222,8 +222,9 @@ def role_warm(plan: dict) -> dict:
     compiled, out = compile_model(torch, model, args)
     ref = model(*args)
     outs, refs = outputs_of(out), outputs_of(ref)
-    same = outs is not None and refs is not None and all(
-        torch.allclose(a, b, atol=1e-3, rtol=1e-3, equal_nan=True) for a, b in zip(outs, refs))
+    # As many outputs as eager's, each close: a compiled Model that drops an output does not match.
+    same = outs is not None and refs is not None and len(outs) == len(refs) and all(
+        torch.allclose(a, b, atol=1e-3, rtol=1e-3, equal_nan=True) for a, b in zip(outs, refs, strict=True))
     return {"ok": True, "seconds": time.monotonic() - started, "matches_eager": bool(same)}
 
 
@@ -773,7 +774,7 @@ def role_check(plan: dict, chan: Channel) -> None:
         if run.get("reuse_buffers_of") is not None:
             # Same tensors, new values: an output cached by data_ptr or shape shows up as a replay.
             args = held_inputs[run["reuse_buffers_of"]]
-            for old, new in zip(args, fresh):
+            for old, new in zip(args, fresh, strict=True):
                 if isinstance(old, torch.Tensor):
                     old.copy_(new)
         else:
@@ -825,14 +826,14 @@ def role_check(plan: dict, chan: Channel) -> None:
         record["py_threads_after"] = _thread._count() - baseline_threads
         record["changed_after_return"] = any(
             not torch.equal(s.view(-1).view(torch.uint8), o.detach().contiguous().view(-1).view(torch.uint8))
-            for s, o in zip(snaps, outs))
+            for s, o in zip(snaps, outs, strict=True))
         spans_out = [storage_span(o) for o in outs]
         record["aliases_input"] = any(overlaps(a, b) for a in spans_out for b in spans_in)
         record["aliases_earlier_output"] = any(overlaps(a, b) for a in spans_out for b in held_outputs)
         record["aliases_other_output"] = any(
             overlaps(spans_out[i], spans_out[j]) for i in range(len(outs)) for j in range(i + 1, len(outs)))
         held_outputs.extend(spans_out)
-        record["inputs_changed"] = [i for i, (t, h) in enumerate(zip(tensors_in, before)) if digest(t) != h]
+        record["inputs_changed"] = [i for i, (t, h) in enumerate(zip(tensors_in, before, strict=True)) if digest(t) != h]
         record["ops"], record["foreign_ops"] = opwatch.take()
         save_tensors(run["out_file"], {f"out_{j}": s for j, s in enumerate(snaps)})
         record["saved"] = True
@@ -1020,7 +1021,7 @@ def extent(t) -> int:
     """Elements from a tensor's first to its last, in memory (its strides are never negative)."""
     if t.numel() == 0:
         return 0
-    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
 
 
 class FreshInputs:
