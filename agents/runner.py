@@ -10,10 +10,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 from langgraph.types import Command

@@ -14,8 +14,9 @@ verdict under a key of its own. The state holds only plain JSON (strict msgpack)
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypedDict
+from typing import Any, TypedDict
 
 import anyio
 from langgraph.graph import END, START, StateGraph

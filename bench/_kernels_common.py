@@ -68,7 +68,7 @@ def write_section(body: str, heading: str = "## Kernels") -> None:
     """Replace (or append) our section of RESULTS.md, leaving every other heading alone."""
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
     lines = text.splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.rstrip() == heading), None)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == heading), None)
     block = heading + "\n\n" + body.strip() + "\n\n"
     if start is None:
         new = text.rstrip() + "\n\n" + block

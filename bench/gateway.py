@@ -40,9 +40,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--calls", type=int, default=200, help="gateway calls per result size")
     args = parser.parse_args(argv)
     result: dict = {}
-    from rich.progress import Progress
-
     from gateway_overhead import overhead_figures
+    from rich.progress import Progress
 
     with Progress(transient=True) as bar:
         task = bar.add_task("gateway overhead", total=3 * args.calls)

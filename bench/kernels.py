@@ -20,7 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _kernels_common import (  # noqa: E402
-    err, geomean, kernel_sandbox, machine, progress, subsection, suite, write_section,
+    err,
+    geomean,
+    kernel_sandbox,
+    machine,
+    progress,
+    subsection,
+    suite,
+    write_section,
 )
 
 

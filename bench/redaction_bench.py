@@ -34,8 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from redaction_corpus import Corpus, Label, generate  # noqa: E402
 
-from assay.policies.redaction import re2bulk  # noqa: E402
-from assay.policies.redaction import Redactor, default_rules  # noqa: E402
+from assay.policies.redaction import (  # noqa: E402
+    Redactor,
+    default_rules,
+    re2bulk,  # noqa: E402
+)
 
 
 def _covered(label: Label, spans: list[tuple[int, int]]) -> float:

@@ -65,7 +65,7 @@ def _secrets(b: _Builder) -> list[tuple[str, str, str]]:
     """(kind, value, context template with {v}) for one of each kind, freshly random."""
     r = b.rand
     jwt_header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
-    jwt_body = base64.urlsafe_b64encode(('{"sub":"%s","iat":%d}' % (r(ALNUM, 10), b.rng.randrange(10**9, 2 * 10**9))).encode()).rstrip(b"=").decode()
+    jwt_body = base64.urlsafe_b64encode(('{"sub":"' + r(ALNUM, 10) + '","iat":' + str(b.rng.randrange(10**9, 2 * 10**9)) + "}").encode()).rstrip(b"=").decode()
     jwt = f"{jwt_header}.{jwt_body}.{r(ALNUM + '-_', 43)}"
     return [
         ("aws-access-key-id", "AKIA" + r(UPPER_B32, 16), 'aws_access_key_id = {v}\n'),
@@ -138,7 +138,7 @@ def _pii(b: _Builder) -> list[tuple[str, str, str]]:
 
 # -- clean filler that looks like tool output ------------------------------------------------
 
-_WORDS = "model kernel tensor batch softmax compile autotune layer shape device stride block grid warp cache load store reduce".split()
+_WORDS = ["model", "kernel", "tensor", "batch", "softmax", "compile", "autotune", "layer", "shape", "device", "stride", "block", "grid", "warp", "cache", "load", "store", "reduce"]
 
 
 def _code(b: _Builder) -> str:
@@ -165,10 +165,10 @@ def _log(b: _Builder) -> str:
 def _json(b: _Builder) -> str:
     rng = b.rng
     uuid = f"{b.rand(HEX, 8)}-{b.rand(HEX, 4)}-4{b.rand(HEX, 3)}-a{b.rand(HEX, 3)}-{b.rand(HEX, 12)}"
-    return (
-        '{"id": "%s", "kernel": "%s", "shape": [%d, %d], "version": "%d.%d.%d", "ok": %s}\n'
-        % (uuid, rng.choice(_WORDS), rng.randrange(1, 4096), rng.randrange(1, 4096), rng.randrange(3), rng.randrange(20), rng.randrange(50), rng.choice(["true", "false"]))
-    )
+    # Drawn in this order (the corpus is the same bytes for the same seed).
+    kernel, rows, cols = rng.choice(_WORDS), rng.randrange(1, 4096), rng.randrange(1, 4096)
+    major, minor, patch, ok = rng.randrange(3), rng.randrange(20), rng.randrange(50), rng.choice(["true", "false"])
+    return f'{{"id": "{uuid}", "kernel": "{kernel}", "shape": [{rows}, {cols}], "version": "{major}.{minor}.{patch}", "ok": {ok}}}\n'
 
 
 def _trace(b: _Builder) -> str:

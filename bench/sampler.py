@@ -50,7 +50,6 @@ def main() -> None:
         sys.exit("bench/sampler.py: g++ is needed to build the sampler and the kernel")
     import torch
     import worker
-
     from _kernels_common import machine
 
     with tempfile.TemporaryDirectory() as tmp:

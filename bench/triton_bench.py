@@ -40,7 +40,7 @@ def main(args) -> None:
             tasks = [shrunk(t, small / t.name) for t in tasks]
         bar = prog.add_task("triton", total=len(tasks))
         infos = inspect_tasks(sb, tasks)
-        for task, info in zip(tasks, infos):
+        for task, info in zip(tasks, infos, strict=False):
             row = {"task": task.stem}
             plans = plan(info, "triton") if not isinstance(info, Exception) else NoTemplate(str(info))
             if isinstance(plans, NoTemplate):

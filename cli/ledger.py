@@ -7,7 +7,7 @@ a wrong URL leaves nothing behind. Only init writes.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,7 +17,7 @@ app = typer.Typer(
 )
 
 UrlOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--url",
         help="Ledger database URL (sqlite:///path or postgresql+psycopg://user:pw@host/db). "
@@ -44,7 +44,7 @@ def init(url: UrlOption = None) -> None:
 def verify(
     url: UrlOption = None,
     head: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--head",
             help="A row_hash you recorded earlier; verify also fails if that row has been cut off the end of the chain.",

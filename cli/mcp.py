@@ -10,6 +10,7 @@ import typer
 
 from assay.errors import UserError
 
+
 def mcp(
     workspace: Path = typer.Option(Path("."), "--workspace", "-w", help="the only folder tools may touch"),
     manifest: str | None = typer.Option(None, "--manifest", "-m", help="signed manifest: a path or a shipped role name (default: the kind's own; without --kind, workspace-agent)"),

@@ -42,8 +42,8 @@ def _progress(total_steps: int):
 
 
 def _reports(outcomes: list, json_path: Path | None, junit: Path | None, sarif: Path | None, quiet: bool = False) -> int:
-    from assay.reports.verdicts import print_summary, summary, write_json, write_junit, write_sarif
     from assay.ledger import Ledger
+    from assay.reports.verdicts import print_summary, summary, write_json, write_junit, write_sarif
 
     rows = []
     with Ledger.open() as ledger:

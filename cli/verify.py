@@ -22,7 +22,6 @@ import typer
 
 from assay.errors import UserError
 
-
 # The options every kind's verify has; a kind's own option of the same name gets its kind's prefix.
 GENERIC_FLAGS = ("--criteria", "--json", "--backend", "--help")
 OPTION = "option_"

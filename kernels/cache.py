@@ -19,10 +19,9 @@ import functools
 import hashlib
 import json
 import math
-import os
 import socket
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -138,7 +137,7 @@ class CacheEntry:
     config: dict
     seconds: float
     host: str = field(default_factory=host_id)
-    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
     def config_id(self) -> str:
@@ -237,7 +236,7 @@ class AutotuneCache:
         self.stores = list(stores)
 
     @classmethod
-    def open(cls, *, ledger=None, local: bool = True) -> "AutotuneCache":
+    def open(cls, *, ledger=None, local: bool = True) -> AutotuneCache:
         """Local store plus, when given a `Ledger`, its database's table."""
         stores: list[CacheStore] = [LocalStore()] if local else []
         if ledger is not None:
@@ -266,7 +265,7 @@ class AutotuneCache:
             best_of[e.key] = min(best_of.get(e.key, math.inf), e.seconds)
 
         def score(e: CacheEntry):
-            dist = sum(abs(math.log2(max(a, 1)) - math.log2(max(b, 1))) for a, b in zip(e.bucket, key.bucket))
+            dist = sum(abs(math.log2(max(a, 1)) - math.log2(max(b, 1))) for a, b in zip(e.bucket, key.bucket, strict=False))
             return (e.key != key.digest, e.device != key.device, dist, e.seconds / best_of[e.key])
 
         out: list[dict] = []

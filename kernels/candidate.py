@@ -56,7 +56,7 @@ def init_lines(info, consts: list[dict], as_list: bool = False) -> list[str]:
             for key, val in step["ctor"].items():
                 sym = symbols.get(f"{s}.ctor.{key}")
                 if sym is not None:
-                    args.append(f"{key}=({'_init[%d],' % sym})" if isinstance(val, list) else f"{key}=_init[{sym}]")
+                    args.append(f"{key}=(_init[{sym}],)" if isinstance(val, list) else f"{key}=_init[{sym}]")
                 else:
                     args.append(f"{key}={val!r}")
             lines.append(f"self.{step['path']} = nn.{step['module']}({', '.join(args)})")
@@ -102,24 +102,24 @@ def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
     keep the reference's argument names."""
     if kind == "elementwise":
         chain = Chain.from_json(spec["chain"])
-        leaves = [_ref_expr(info, l["ref"], names) for l in chain.leaves]
-        full = next(j for j, l in enumerate(chain.leaves) if l["kind"] == "full")
+        leaves = [_ref_expr(info, leaf["ref"], names) for leaf in chain.leaves]
+        full = next(j for j, leaf in enumerate(chain.leaves) if leaf["kind"] == "full")
         # The kernel walks contiguous segments of `_seg` elements; within one, every tail leaf is
         # contiguous and every row leaf constant. The longest such segment is the gcd of the tail
         # periods and the row leaves' runs (for a (C,1,1) multiplier on NCHW: H*W, not W).
         runs, dims = [], []
-        for l in chain.leaves:
-            if l["kind"] == "tail":
-                runs.append(f"_prod(_shape[{l['a']}:])")
-            elif l["kind"] == "row":
-                runs.append(f"_prod(_shape[{l['b']}:])")
+        for leaf in chain.leaves:
+            if leaf["kind"] == "tail":
+                runs.append(f"_prod(_shape[{leaf['a']}:])")
+            elif leaf["kind"] == "row":
+                runs.append(f"_prod(_shape[{leaf['b']}:])")
         k = 0
-        for l in chain.leaves:
-            if l["kind"] == "tail":
+        for leaf in chain.leaves:
+            if leaf["kind"] == "tail":
                 dims.append(f"_runs[{k}]")
                 k += 1
-            elif l["kind"] == "row":
-                dims += [f"_runs[{k}] // _seg", f"_prod(_shape[{l['a']}:{l['b']}])"]
+            elif leaf["kind"] == "row":
+                dims += [f"_runs[{k}] // _seg", f"_prod(_shape[{leaf['a']}:{leaf['b']}])"]
                 k += 1
         return [
             f"_ts = ({', '.join(leaves)},)",
@@ -148,7 +148,7 @@ def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
     if kind == "matmul":
         chain = Chain.from_json(spec["chain"])
         a, b = _ref_expr(info, spec["a"], names), _ref_expr(info, spec["b"], names)
-        leaves = [_ref_expr(info, l["ref"], names) for l in chain.leaves]
+        leaves = [_ref_expr(info, leaf["ref"], names) for leaf in chain.leaves]
         n_expr = "_b.shape[0]" if spec["layout"] == "nk" else "_b.shape[1]"
         return [
             f"_a, _b = {a}, {b}",

@@ -31,7 +31,7 @@ def vecmath() -> str:
 
 def _product(space: dict[str, list]) -> list[dict]:
     keys = list(space)
-    return [dict(zip(keys, vals)) for vals in itertools.product(*(space[k] for k in keys))]
+    return [dict(zip(keys, vals, strict=False)) for vals in itertools.product(*(space[k] for k in keys))]
 
 
 def _dispatch(instances: list[str]) -> str:

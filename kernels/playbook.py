@@ -5,7 +5,6 @@ playbook brain (assay.agents) calls these and drives the MCP tools with the resu
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 
 from assay.kernels import cpp_templates, triton_templates

@@ -26,7 +26,7 @@ class Chain:
         return {"leaves": self.leaves, "consts": self.consts, "ops": self.ops, "out": self.out}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Chain":
+    def from_json(cls, d: dict) -> Chain:
         return cls(list(d["leaves"]), list(d["consts"]), list(d["ops"]), d["out"])
 
 

@@ -12,9 +12,9 @@ sandbox must bind the harness folder: open it with `kernel_binds()` among its ro
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable
 
 from assay.errors import UserError
 from assay.kernels.task import TaskInfo
@@ -181,7 +181,7 @@ def inspect_tasks(sb: Sandbox, tasks: list[Path], *, timeout: float = 600,
     if len(outs) != len(tasks):
         raise HarnessError("no_result", f"{len(outs)} results for {len(tasks)} tasks")
     results: list[TaskInfo | UserError] = []
-    for task, out in zip(tasks, outs):
+    for task, out in zip(tasks, outs, strict=False):
         try:
             results.append(_task_info(task, out))
         except UserError as exc:

@@ -144,7 +144,7 @@ def _ref(info, ref: str, names: list[str]) -> str:
 
 def _leaf_args(chain: Chain, shape: str) -> list[str]:
     out = []
-    for j, leaf in enumerate(chain.leaves):
+    for leaf in chain.leaves:
         if leaf["kind"] == "tail":
             out.append(f"_prod({shape}[{leaf['a']}:])")
         elif leaf["kind"] == "row":

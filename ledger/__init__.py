@@ -13,7 +13,18 @@ The ledger imports nothing from agents, tools, verifiers or kernels; they import
 from assay.ledger.chain import GENESIS, ChainReport, SignatureCheck, canonical_json, row_hash
 from assay.ledger.schema import NoLedger
 from assay.ledger.store import Ledger, LedgerError, new_run_id, result_digest
-from assay.ledger.tables import Approval, PolicyDecision, Submission, Run, RunStatus, Step, ToolCall, UTCDateTime, Verdict, utcnow
+from assay.ledger.tables import (
+    Approval,
+    PolicyDecision,
+    Run,
+    RunStatus,
+    Step,
+    Submission,
+    ToolCall,
+    UTCDateTime,
+    Verdict,
+    utcnow,
+)
 
 __all__ = [
     "Approval",

@@ -23,7 +23,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 GENESIS = "0" * 64
@@ -49,8 +49,8 @@ def normalize_payload(payload: Any) -> dict[str, Any]:
 
 def format_time(ts: datetime) -> str:
     if ts.tzinfo is None:  # SQLite hands back naive UTC
-        ts = ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        ts = ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def row_hash(prev_hash: str, *, run_id: str, key: str, created_at: datetime | str, payload: Any, signature: str) -> str:

@@ -230,7 +230,7 @@ def guard_names(dialect: str, table: str) -> list[str]:
 def _install_guards(conn: sa.Connection, table: str) -> None:
     """Triggers that refuse UPDATE and DELETE (and TRUNCATE, which skips row triggers)."""
     if conn.dialect.name == "sqlite":
-        for name, op in zip(guard_names("sqlite", table), ("UPDATE", "DELETE")):
+        for name, op in zip(guard_names("sqlite", table), ("UPDATE", "DELETE"), strict=False):
             conn.exec_driver_sql(
                 f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {op} ON {table} "
                 f"BEGIN SELECT RAISE(ABORT, 'assay ledger: {op} on {table} refused, the table is append-only'); END"

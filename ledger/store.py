@@ -34,13 +34,13 @@ from assay.ledger.schema import (
 )
 from assay.ledger.tables import (
     APPEND_ONLY,
-    Approval,
-    Submission,
     LEDGER_TABLES,
+    Approval,
     PolicyDecision,
     Run,
     RunStatus,
     Step,
+    Submission,
     ToolCall,
     Verdict,
     utcnow,
@@ -133,9 +133,8 @@ class Ledger:
         Objects stay readable after the block (expire_on_commit=False)."""
         engine = self._engines.write if write else self._engines.read
         try:
-            with Session(engine, expire_on_commit=False) as s:
-                with s.begin():
-                    yield s
+            with Session(engine, expire_on_commit=False) as s, s.begin():
+                yield s
         except sa.exc.OperationalError as exc:
             # The database went away or stayed locked: the user's problem to fix, in one line.
             raise database_error(self._engines, exc) from None

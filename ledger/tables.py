@@ -8,14 +8,14 @@ same keys and the ledger keeps the first copy, so nothing is lost or duplicated.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def utcnow() -> datetime:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -100,13 +101,13 @@ def _xml_text(text: str) -> str:
 
 def _junit_time(verified_at: str | None) -> str:
     """YYYY-MM-DDTHH:MM:SS in UTC, without a zone, as the schema wants it."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
         when = datetime.fromisoformat(str(verified_at).replace("Z", "+00:00"))
-        when = when.astimezone(timezone.utc) if when.tzinfo else when
+        when = when.astimezone(UTC) if when.tzinfo else when
     except ValueError:
-        when = datetime.now(timezone.utc)
+        when = datetime.now(UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%S")
 
 

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from assay.errors import UserError
@@ -55,7 +55,7 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _supports(flag: str) -> bool:
     path = bwrap_path()
     if not path:

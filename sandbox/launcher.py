@@ -32,7 +32,7 @@ def main():
     def check(ret, what):
         if ret != 0:
             err = ctypes.get_errno()
-            raise SystemExit("assay launcher: %s: %s" % (what, os.strerror(err)))
+            raise SystemExit(f"assay launcher: {what}: {os.strerror(err)}")
 
     if spec["stage"]:
         check(libc.unshare(CLONE_NEWNS), "unshare(mount)")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from assay.tools.seam import ToolCall
 
@@ -24,7 +25,7 @@ class ToolContext:
     progress: Callable[[float, float | None, str | None], None] | None = None
     call: ToolCall | None = None
 
-    def for_call(self, call: ToolCall, progress=None) -> "ToolContext":
+    def for_call(self, call: ToolCall, progress=None) -> ToolContext:
         return dataclasses.replace(self, call=call, grants=dict(call.grants), progress=progress or self.progress)
 
     def report(self, done: float, total: float | None = None, message: str | None = None) -> None:

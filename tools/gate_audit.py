@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from assay.tools.seam import Handler, ToolCall, ToolOutcome
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 # Calls inside the audit and not yet recorded. A tool runs in a thread that cannot be abandoned,
 # so a server stopped by SIGTERM while one runs never reaches the except below; the server's
 # signal handler records these instead (record_in_flight).
-_in_flight: dict[int, tuple["Audit", ToolCall]] = {}
+_in_flight: dict[int, tuple[Audit, ToolCall]] = {}
 
 
 class Audit:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from assay.policies.capabilities import Decision
 from assay.tools.seam import Handler, ToolCall, ToolOutcome, error

@@ -12,7 +12,8 @@ redacted as the value it decodes to, and re-serialized when anything was hidden.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 
@@ -45,10 +46,8 @@ class Redaction:
         decoded = _json_view(text)
         if decoded is _NOT_JSON:
             return self.redact_text(text)
-        if raw_structured is not None and decoded == raw_structured:
-            redacted = structured  # the text is the structured result: redact it once
-        else:
-            redacted = self.redact_json(decoded)
+        # When the text is the structured result, it is redacted once (as `structured`).
+        redacted = structured if raw_structured is not None and decoded == raw_structured else self.redact_json(decoded)
         if redacted == decoded:
             return self.redact_text(text)
         # The same layout the registry writes (one-space indent, ASCII escapes).

@@ -10,8 +10,9 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, get_type_hints
+from typing import TYPE_CHECKING, get_type_hints
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -113,7 +114,7 @@ class Registry:
     def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
 
-    def handler(self, ctx: "ToolContext", kind: str | None, progress=None) -> Handler:
+    def handler(self, ctx: ToolContext, kind: str | None, progress=None) -> Handler:
         """The innermost Handler: validate arguments, run the tool off the event loop.
 
         `progress(call, done, total, message)` is async; tools report from their worker

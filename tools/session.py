@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pydantic_core
 

@@ -32,7 +32,7 @@ PICKUP_S = 3.0
 QUIT_CONFIRM_S = 5.0
 
 
-def _in_daemon_thread(fn: Callable[[], Any]) -> "asyncio.Future[Any]":
+def _in_daemon_thread(fn: Callable[[], Any]) -> asyncio.Future[Any]:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Any] = loop.create_future()
 

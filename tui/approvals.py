@@ -16,7 +16,6 @@ from assay.ledger import Ledger
 from assay.tui import views
 from assay.tui.polling import PollingScreen
 
-
 # run, approval and tool columns, one cell of padding each side of all four, the scrollbar.
 FIXED = 22 + 11 + 8 + 2 * 4 + 2
 

@@ -124,7 +124,7 @@ class LiveScreen(PollingScreen):
             if old is None:
                 table.add_row(*self._cells(e, width), key=e.key)
             elif old != e:
-                for (column, _), value in zip(COLUMNS, self._cells(e, width)):
+                for (column, _), value in zip(COLUMNS, self._cells(e, width), strict=False):
                     # update_width: a call's line grows from "running 3s" to its result.
                     table.update_cell(e.key, column, value, update_width=True)
             self._rows[e.key] = e

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 class PollingScreen(Screen):
-    app: "AssayApp"
+    app: AssayApp
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -31,7 +31,7 @@ class PollingScreen(Screen):
         # ledger reads would otherwise pile up behind each other.
         self._reading = False
 
-    def read(self, ledger: "Ledger", now: datetime) -> Any:  # pragma: no cover - abstract
+    def read(self, ledger: Ledger, now: datetime) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def show(self, view: Any) -> None:  # pragma: no cover - abstract

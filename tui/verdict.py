@@ -13,8 +13,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
 
-from assay.reports.charts import figure_chart
 from assay.ledger import Ledger
+from assay.reports.charts import figure_chart
 from assay.tui import views
 from assay.tui.polling import PollingScreen
 

@@ -16,11 +16,11 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from assay.verifiers.criteria import CriteriaBase
-from assay.verifiers.outcome import Outcome
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.errors import UserError
+from assay.verifiers.criteria import CriteriaBase
+from assay.verifiers.outcome import Outcome
 
 # kind -> "module:attribute" of its VerifierKind.
 SHIPPED: dict[str, str] = {

@@ -10,11 +10,15 @@ Which checks a kind gets is its own registry's (verifiers/kinds.py); this module
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from assay import __version__
+from assay.errors import UserError
 from assay.ledger import Ledger, LedgerError
+from assay.runspec import RunSpec
+from assay.settings import settings
 from assay.verifiers import signing
 from assay.verifiers.kinds import (
     Progress,
@@ -24,11 +28,6 @@ from assay.verifiers.kinds import (
     verifier_kind,
 )
 from assay.verifiers.outcome import Outcome
-
-from assay import __version__
-from assay.errors import UserError
-from assay.runspec import RunSpec
-from assay.settings import settings
 
 
 def _run_of(ledger: Ledger, run_id: str):
@@ -93,7 +92,7 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
             "submission": sub.key if sub else None,
             "submission_hash": sub.sha256 if sub else None,
             "verifier_version": __version__,
-            "verified_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "verified_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         key_obj = signing.load_or_create_key(settings().ensure_home())
         verdict = ledger.append_verdict(run_id, payload, signing.sign(key_obj, payload), key=key)

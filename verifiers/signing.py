@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from assay.ledger.chain import canonical_json, normalize_payload
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -22,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from assay.errors import UserError
+from assay.ledger.chain import canonical_json, normalize_payload
 
 KEY_NAME = "verifier-ed25519"
 

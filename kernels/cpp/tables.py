@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -108,9 +108,9 @@ def fit(t: Table) -> np.ndarray:
         y = [t.f((k - t.shift + si) * t.width) for si in s]
         powers = [j for j in range(t.degree + 1) if not (k == 0 and t.odd_first and j % 2 == 0)]
         w = [1.0 / max(abs(yi), 1e-30) for yi in y]
-        rows = [[si**j * wi for j in powers] for si, wi in zip(s, w)]
-        c = _lstsq(rows, [yi * wi for yi, wi in zip(y, w)])
-        for j, cj in zip(powers, c):
+        rows = [[si**j * wi for j in powers] for si, wi in zip(s, w, strict=False)]
+        c = _lstsq(rows, [yi * wi for yi, wi in zip(y, w, strict=False)])
+        for j, cj in zip(powers, c, strict=False):
             out[j, k] = cj
     return out.astype(np.float32)
 

@@ -161,7 +161,7 @@ def infer_recipe(model, torch, seed: int):
             names = [f"{path}.{n}" for n, _ in mod.named_parameters(recurse=False)]
             step = {"module": type(mod).__name__, "path": path, "ctor": ctor, "params": names}
             made = replay_step(step, torch)
-            if len(made) != len(names) or not all(torch.equal(a, dict(params)[n].detach()) for a, n in zip(made, names)):
+            if len(made) != len(names) or not all(torch.equal(a, dict(params)[n].detach()) for a, n in zip(made, names, strict=False)):
                 return steps, False
             steps.append(step)
             continue
@@ -216,20 +216,18 @@ def symbolise(task, init, steps, torch, seed):
             continue
         if not ok or len(other_steps) != len(steps):
             continue
-        for s, (a, b) in enumerate(zip(steps, other_steps)):
+        for s, (a, b) in enumerate(zip(steps, other_steps, strict=False)):
             if "shape" in a:
                 if isinstance(v, (tuple, list)) and list(a["shape"]) == list(v) and list(b["shape"]) == list(bumped[i]):
                     symbols[f"{s}.shape"] = i
                     continue
-                for d, (x, y) in enumerate(zip(a["shape"], b["shape"])):
+                for d, (x, y) in enumerate(zip(a["shape"], b["shape"], strict=False)):
                     if isinstance(v, int) and x == v and y == v + 3:
                         symbols[f"{s}.shape.{d}"] = i
             else:
                 for key, x in a["ctor"].items():
                     y = b["ctor"].get(key)
-                    if isinstance(v, int) and x == v and y == v + 3:
-                        symbols[f"{s}.ctor.{key}"] = i
-                    elif isinstance(x, list) and isinstance(v, int) and x == [v] and y == [v + 3]:
+                    if isinstance(v, int) and x == v and y == v + 3 or isinstance(x, list) and isinstance(v, int) and x == [v] and y == [v + 3]:
                         symbols[f"{s}.ctor.{key}"] = i
     return symbols
 

@@ -137,7 +137,7 @@ def above(items: list[bytes], threshold: float) -> list[bool]:
     """Whether each item's entropy exceeds `threshold`, exactly as `entropy(item) >
     threshold` says: the batch value decides unless it is within 1e-9 of the threshold."""
     out = []
-    for item, value in zip(items, entropies(items)):
+    for item, value in zip(items, entropies(items), strict=False):
         if abs(value - threshold) < 1e-9:
             value = entropy(item)
         out.append(value > threshold)
@@ -172,7 +172,7 @@ def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
 
 
 @lru_cache(maxsize=1)
-def native() -> "re2native.Entropy | None":
+def native() -> re2native.Entropy | None:
     """This detector built into re2bulk's library, or None without it."""
     beyond = _TABLED + 1
     return re2native.Entropy.of(_CANDIDATE, _HASH_LABEL, _HEX_AT, _B64_AT, _threshold(_HEX_P1, beyond), _threshold(_B64_P1, beyond))

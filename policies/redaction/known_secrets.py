@@ -96,10 +96,7 @@ def _escapes(char: str) -> list[bytes]:
     json_encode / as \\/, html.escape ' as &#x27;, printf %q & as \\&. Letters and digits no
     encoder escapes by default."""
     code = ord(char)
-    if code < 0x10000:
-        units = [code]
-    else:
-        units = [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
+    units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
     alts = [b"".join(rb"\\+u" + _hex_number(u, 4) for u in units)]
     alts.append(b"&#0*" + str(code).encode() + b";")
     alts.append(b"&#[xX]" + _hex_number(code) + b";")
@@ -263,7 +260,7 @@ class KnownSecrets:
             self._bulk = (compiled[0], re2bulk.Bulk.of(compiled[0]))
         return [self._bulk]
 
-    def find(self, data: bytes, prefetched: "re2bulk.Prefetched | None" = None) -> list[Finding]:
+    def find(self, data: bytes, prefetched: re2bulk.Prefetched | None = None) -> list[Finding]:
         """Every match of a registered value's forms. A fragment's match is one window of the
         piece shown, followed out to the piece's ends, so a piece is one finding.
         `prefetched`: this text's whole-text passes, run ahead (re2bulk)."""

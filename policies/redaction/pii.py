@@ -169,7 +169,7 @@ def _kind_of(data: bytes, s: int, e: int) -> str | None:
 
 
 @lru_cache(maxsize=1)
-def native() -> "re2native.Pii | None":
+def native() -> re2native.Pii | None:
     """This detector built into re2bulk's library, or None without it."""
     return re2native.Pii.of(_PATTERN, [regex for _, regex in _ALONE], _IBAN_LENGTHS)
 

@@ -226,7 +226,7 @@ class Bulk(Owned):
     __slots__ = ()
 
     @classmethod
-    def of(cls, regex) -> "Bulk | None":
+    def of(cls, regex) -> Bulk | None:
         lib = library()
         if lib is None or not isinstance(regex.pattern, bytes):
             return None

@@ -62,7 +62,7 @@ class Located(Owned):
             lib.located_tables(handle, i, flat.ctypes.data, len(entries), pre.ctypes.data, len(prefixes), by.ctypes.data, len(located_by))
 
     @classmethod
-    def new(cls, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int, crowding: tuple[int, int, int, int]) -> "Located | None":
+    def new(cls, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int, crowding: tuple[int, int, int, int]) -> Located | None:
         lib = library()
         return cls(lib, literals, tables, n_rules, max_mem, crowding) if lib is not None else None
 
@@ -93,7 +93,7 @@ class Located(Owned):
             for pattern in patterns:
                 self._lib.located_allow(self._handle, index, _SUBJECTS[subject], pattern, len(pattern))
 
-    def ready(self) -> "Located | None":
+    def ready(self) -> Located | None:
         if self.ok and not self._lib.located_ready(self._handle):
             self._refused("an allowlist")
         return self if self.ok else None
@@ -129,7 +129,7 @@ class Pii(Owned):
     FREE = "pii_free"
 
     @classmethod
-    def of(cls, pattern, alone: list, iban_lengths: dict[str, int]) -> "Pii | None":
+    def of(cls, pattern, alone: list, iban_lengths: dict[str, int]) -> Pii | None:
         """`pattern`: pii._PATTERN; `alone`: each kind's regex in pii._ALONE's order."""
         lib = library()
         if lib is None:
@@ -172,7 +172,7 @@ class Entropy(Owned):
     FREE = "entropy_free"
 
     @classmethod
-    def of(cls, candidate, hash_label, hex_at: list[float], b64_at: list[float], hex_beyond: float, b64_beyond: float) -> "Entropy | None":
+    def of(cls, candidate, hash_label, hex_at: list[float], b64_at: list[float], hex_beyond: float, b64_beyond: float) -> Entropy | None:
         """`candidate` and `hash_label`: entropy.py's regexes (as google-re2 compiled them);
         `hex_at`, `b64_at`: the thresholds by length, `*_beyond` for any longer."""
         lib = library()

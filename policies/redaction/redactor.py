@@ -22,10 +22,11 @@ from __future__ import annotations
 import os
 import re
 from bisect import bisect_right
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import re2
@@ -44,8 +45,7 @@ MAX_PASSES = 4
 
 # Words in an environment variable's name that mark its value as secret.
 _SECRET_WORDS = frozenset(
-    """KEY KEYS APIKEY TOKEN TOKENS SECRET SECRETS PASSWORD PASSWORDS PASSWD PASS PASSPHRASE PWD
-    CREDENTIAL CREDENTIALS CREDS AUTH PRIVATE SESSION COOKIE SIGNATURE DSN CERT""".split()
+    ["KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASS", "PASSPHRASE", "PWD", "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "PRIVATE", "SESSION", "COOKIE", "SIGNATURE", "DSN", "CERT"]
 )
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "PASS_MAX_DAYS", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "ASSAY_SECRET_ENV"})
 _URL_WITH_CREDENTIALS = re.compile(r"(?:DATABASE|DB|REDIS|MONGO(?:DB)?|AMQP|BROKER|POSTGRES|MYSQL)_(?:URL|URI)$")
@@ -93,7 +93,7 @@ def _windows(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]
     # after the previous one ends.
     first = np.flatnonzero(np.concatenate(([True], lo[1:] > hi[:-1])))
     last = np.concatenate((first[1:] - 1, [len(lo) - 1]))
-    return list(zip(lo[first].tolist(), hi[last].tolist()))
+    return list(zip(lo[first].tolist(), hi[last].tolist(), strict=False))
 
 
 @lru_cache(maxsize=1)
@@ -158,7 +158,7 @@ class Redactor:
         return count
 
     @classmethod
-    def for_run(cls, environ: Mapping[str, str] | None = None, key_files: Iterable[str | os.PathLike[str]] = (), names: Iterable[str] = ()) -> "Redactor":
+    def for_run(cls, environ: Mapping[str, str] | None = None, key_files: Iterable[str | os.PathLike[str]] = (), names: Iterable[str] = ()) -> Redactor:
         """A redactor with the environment's secrets and the given key files registered."""
         redactor = cls()
         redactor.add_environment(environ, names)

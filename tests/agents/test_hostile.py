@@ -15,9 +15,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-from agent_helpers import (SOFTMAX, assay, assert_verdicts_are_the_verifiers, install_brain, plant_packages, rows, run_row,
-                           write_job)
+from agent_helpers import (
+    SOFTMAX,
+    assay,
+    assert_verdicts_are_the_verifiers,
+    install_brain,
+    plant_packages,
+    rows,
+    run_row,
+    write_job,
+)
 from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from scripted_brains import TINY_CANDIDATE, exec_py, responses, text
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agent_helpers import install_brain, rows, run_row, write_job
-from scripted_brains import exec_py, responses, text
 from pydantic_ai.messages import ModelResponse, ToolCallPart
+from scripted_brains import exec_py, responses, text
 
 LIST = exec_py("import os; print(sorted(os.listdir('.')))")
 

@@ -12,7 +12,6 @@ import sys
 import xml.etree.ElementTree as ET
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from agent_helpers import assay, latest_run_id, open_ledger, write_job

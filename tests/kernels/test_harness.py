@@ -26,7 +26,7 @@ def inspected(_kernel_sandbox_session):
         return {}
     d = Path(tempfile.mkdtemp(dir=Path(sb.spec.workspace) / "tasks"))
     tasks = [shrink(EXAMPLES / f"{n}.py", d) for n in NAMES]
-    return {n: (t, i) for n, t, i in zip(NAMES, tasks, inspect_tasks(sb, tasks))}
+    return {n: (t, i) for n, t, i in zip(NAMES, tasks, inspect_tasks(sb, tasks), strict=False)}
 
 
 def test_inspect_reports_normalised_graph_not_source(ksb, inspected):
@@ -155,5 +155,5 @@ def test_tune_times_its_variants_in_the_same_rounds_and_names_a_wrong_one(ksb, t
     assert calls[:3] == "012"                     # the correctness gate, once each
     timed = calls[3:]
     assert "1" not in timed                       # a wrong variant is never timed
-    switches = sum(1 for a, b in zip(timed, timed[1:]) if a != b)
+    switches = sum(1 for a, b in zip(timed, timed[1:], strict=False) if a != b)
     assert switches >= 6, timed                   # alternating (9 here), not all of 0 then all of 2 (2)

@@ -31,7 +31,7 @@ def suite_infos(_kernel_sandbox_session, tmp_path_factory):
 
     d = Path(tempfile.mkdtemp(dir=Path(sb.spec.workspace) / "tasks"))
     tasks = [shrink(EXAMPLES / f"{name}.py", d) for name in SUITE]
-    return dict(zip(SUITE, zip(tasks, inspect_tasks(sb, tasks))))
+    return dict(zip(SUITE, zip(tasks, inspect_tasks(sb, tasks), strict=False), strict=False))
 
 
 def test_suite_has_twelve_tasks_with_job_files():
@@ -119,7 +119,7 @@ def test_row_reduction_claims_every_row_once_at_parallel_sizes(name, ksb, task_d
     cand = _candidate(ksb, task_dir, name)
     size_names = {"softmax": ("ROWS", "COLS"), "rmsnorm": ("ROWS", "HIDDEN")}[name]
     for rows, cols in PARALLEL_ROW_SHAPES:
-        task = resized(EXAMPLES / f"{name}.py", task_dir / f"{name}_{rows}x{cols}.py", dict(zip(size_names, (rows, cols))))
+        task = resized(EXAMPLES / f"{name}.py", task_dir / f"{name}_{rows}x{cols}.py", dict(zip(size_names, (rows, cols), strict=False)))
         res = quick_test(ksb, task, cand, seeds=(3,))
         assert res.ok, (rows, cols, res.error, res.detail[-1500:], res.trials)
 

@@ -11,8 +11,6 @@ import sys
 
 import pytest
 
-from assay.ledger import pgtest
-
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def ledger_url(request, tmp_path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from datetime import timezone
+from datetime import UTC
 
 import pytest
 import sqlalchemy as sa
@@ -28,7 +28,7 @@ def check(payload: dict, signature: str) -> bool:
 
 def independent_hash(prev: str, run_id: str, key: str, created_at, payload: dict, signature: str) -> str:
     """The formula from ledger/chain.py's docstring, written out again without assay's code."""
-    ts = created_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    ts = created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     content = {"run_id": run_id, "key": key, "created_at": ts, "payload": payload, "signature": signature}
     canon = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(prev.encode() + b"\n" + canon.encode()).hexdigest()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -32,7 +32,7 @@ def test_run_lifecycle(ledger):
         job="softmax.toml", kind="kernel", brain="playbook", budget={"steps": 20}, spec={"task": "softmax.py"}
     )
     assert run.status == "created" and run.started_at is None
-    assert run.created_at.tzinfo == timezone.utc
+    assert run.created_at.tzinfo == UTC
 
     running = ledger.set_run_status(run.id, RunStatus.running, budget_used={"steps": 1})
     assert running.started_at is not None and running.budget_used == {"steps": 1}
@@ -42,7 +42,7 @@ def test_run_lifecycle(ledger):
 
     got = ledger.get_run(run.id)
     assert got.status == "passed" and got.budget == {"steps": 20} and got.spec == {"task": "softmax.py"}
-    assert got.started_at.tzinfo == timezone.utc
+    assert got.started_at.tzinfo == UTC
     with pytest.raises(LedgerError, match="already passed"):
         ledger.set_run_status(run.id, "running")
     with pytest.raises(ValueError):
@@ -114,13 +114,11 @@ def test_event_tables_refuse_update_and_delete(ledger, table):
     ledger.record_policy_decision(run.id, key="k", tool="t", decision="allow")
     ledger.append_verdict(run.id, {"passed": True}, "sig", key="k")
     for stmt in (f"UPDATE {table} SET key = 'forged'", f"DELETE FROM {table}"):
-        with pytest.raises(sa.exc.DBAPIError, match="append-only"):
-            with ledger.engine.begin() as conn:
-                conn.exec_driver_sql(stmt)
+        with pytest.raises(sa.exc.DBAPIError, match="append-only"), ledger.engine.begin() as conn:
+            conn.exec_driver_sql(stmt)
     if ledger.dialect == "postgresql":
-        with pytest.raises(sa.exc.DBAPIError, match="append-only"):
-            with ledger.engine.begin() as conn:
-                conn.exec_driver_sql(f"TRUNCATE {table} CASCADE")
+        with pytest.raises(sa.exc.DBAPIError, match="append-only"), ledger.engine.begin() as conn:
+            conn.exec_driver_sql(f"TRUNCATE {table} CASCADE")
     assert ledger.counts()[table] == 1
     assert all(ledger.guards().values())
 
@@ -150,17 +148,15 @@ def test_another_room_adds_its_table(ledger):
     assert new.id != kept.id and new.config == {"block": 64}
     with ledger.session() as s:
         assert len(s.exec(sa.select(AutotuneProbe)).all()) == 2
-    with pytest.raises(sa.exc.DBAPIError, match="append-only"):
-        with ledger.session(write=True) as s:
-            s.execute(sa.text("UPDATE test_autotune_probe SET signature = 'x'"))
+    with pytest.raises(sa.exc.DBAPIError, match="append-only"), ledger.session(write=True) as s:
+        s.execute(sa.text("UPDATE test_autotune_probe SET signature = 'x'"))
 
 
 def test_session_rolls_back_on_error(ledger):
-    with pytest.raises(RuntimeError):
-        with ledger.session(write=True) as s:
-            s.add(Run(id="x", job="j", kind="kernel", brain="playbook"))
-            s.flush()
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), ledger.session(write=True) as s:
+        s.add(Run(id="x", job="j", kind="kernel", brain="playbook"))
+        s.flush()
+        raise RuntimeError("boom")
     assert ledger.get_run("x") is None
 
 

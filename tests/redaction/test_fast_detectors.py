@@ -14,11 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from assay.policies.redaction import Redactor, default_rules, re2bulk, re2native, re2util
 from assay.policies.redaction import entropy as _entropy
 from assay.policies.redaction import pii as _pii
-from assay.policies.redaction import re2bulk, re2native
-from assay.policies.redaction import re2util
-from assay.policies.redaction import Redactor, default_rules
 
 _SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from assay.policies.redaction import re2bulk
-from assay.policies.redaction import Redactor
+from assay.policies.redaction import Redactor, re2bulk
 
 N = 40_000
 

@@ -20,8 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assay.policies.redaction import re2bulk, re2util
-from assay.policies.redaction import default_rules
+from assay.policies.redaction import default_rules, re2bulk, re2util
 from assay.policies.redaction.secret_rules import load_rules
 
 RULES = default_rules()

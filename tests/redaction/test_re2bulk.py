@@ -22,10 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from assay.policies.redaction import Redactor, default_rules, re2bulk, re2native, re2util
 from assay.policies.redaction import entropy as _entropy
 from assay.policies.redaction import pii as _pii
-from assay.policies.redaction import re2bulk, re2native, re2util
-from assay.policies.redaction import Redactor, default_rules
 from assay.policies.redaction.secret_rules import load_rules
 
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -225,8 +224,11 @@ def test_python_only_takes_no_native_path(corpus, monkeypatch):
 def test_any_length_sends_short_texts_to_the_library(monkeypatch):
     # The switch the property tests use to hold short generated texts to the Python twin.
     ran = []
+    def spy(real, name):
+        return lambda self, *args: ran.append(name) or real(self, *args)
+
     for cls, name in [(re2native.Located, "scan"), (re2native.Entropy, "find"), (re2native.Pii, "find")]:
-        monkeypatch.setattr(cls, name, lambda self, *args, real=getattr(cls, name), name=name: ran.append(name) or real(self, *args))
+        monkeypatch.setattr(cls, name, spy(getattr(cls, name), name))
     text = "api_key = a1B2c3D4e5F6g7H8i9J0 x@example.com"
     _redactor().redact(text)
     assert ran == []

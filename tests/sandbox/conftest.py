@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from sandbox_helpers import TIGHT  # noqa: E402
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def backend_available(name: str) -> tuple[bool, str]:
     from assay.sandbox import bwrap, docker
 

@@ -19,7 +19,16 @@ import secrets
 import urllib.parse
 
 import pytest
-from tools_helpers import INIT_TIMEOUT, ASSAY, ledger_bytes, ledger_cells, open_session, sdk_client, server_env, signed_manifest
+from tools_helpers import (
+    ASSAY,
+    INIT_TIMEOUT,
+    ledger_bytes,
+    ledger_cells,
+    open_session,
+    sdk_client,
+    server_env,
+    signed_manifest,
+)
 
 from assay.policies.redaction.known_secrets import base64_fragments
 
@@ -169,7 +178,7 @@ async def test_canaries_reach_neither_the_client_nor_the_ledger(env_canaries, pl
         async with sdk_client(s) as c:
             results = [await c.call_tool(name, args) for name, args in calls]
             keyed = await c.call_tool("list_files", {}, meta={"assay/call-key": f"key-{GITHUB}"})
-    for (name, args), r in zip(calls, results):
+    for (name, args), r in zip(calls, results, strict=False):
         assert_result_clean(r, f"{name}({str(args)[:40]})")
     assert_result_clean(keyed, "call with a secret key")
     # The sandbox never saw the host environment at all.

@@ -13,10 +13,10 @@ import anyio
 import pytest
 
 from assay.policies.capabilities import Decision, EffectiveLimits
+from assay.policies.padding import PaddingPolicy
 from assay.tools.gate_audit import Audit
 from assay.tools.gate_padding import Padding
 from assay.tools.gate_policy import PolicyCheck
-from assay.policies.padding import PaddingPolicy
 from assay.tools.seam import ToolCall, ToolOutcome
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,6 @@ by code the agent runs in the real sandbox (bwrap and Docker).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import anyio

@@ -21,7 +21,7 @@ import json
 import secrets
 
 import pytest
-from tools_helpers import INIT_TIMEOUT, ASSAY, StdioWire, server_env
+from tools_helpers import ASSAY, INIT_TIMEOUT, StdioWire, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -131,7 +131,7 @@ def test_without_padding_the_size_traces_tell_the_runs_apart(scenarios, a, b):
 @pytest.mark.parametrize("a,b,calls", [("pass", "fail", TEST_CALLS), ("short", "long", SECRET_CALLS)])
 def test_with_padding_the_timing_traces_match(scenarios, a, b, calls):
     times_a, times_b = scenarios[(a, True)][1], scenarios[(b, True)][1]
-    for (name, _), ta, tb in zip(calls, times_a, times_b):
+    for (name, _), ta, tb in zip(calls, times_a, times_b, strict=False):
         ceiling = EXEC_CEILING if name == "exec" else FILE_CEILING
         # Not before the ceiling (EARLY: asyncio fires a timer up to its clock resolution
         # early, and the client stamps its send after the server may have read it), and never
@@ -162,7 +162,7 @@ def test_padding_never_changes_content(scenarios):
     """Apart from the padding field, the same private data gives the same results."""
     for label in ("fail", "long"):
         on, off = scenarios[(label, True)][2], scenarios[(label, False)][2]
-        for r_on, r_off in zip(on, off):
+        for r_on, r_off in zip(on, off, strict=False):
             assert set(r_on["_meta"]) == {"assay/padding"} and "_meta" not in r_off
             a, b = dict(r_on), dict(r_off)
             a.pop("_meta")

@@ -19,9 +19,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 ASSAY = str(Path(sys.executable).with_name("assay"))
@@ -210,7 +211,7 @@ class StdioWire:
             self.proc.wait(10)
             raise
 
-    def __enter__(self) -> "StdioWire":
+    def __enter__(self) -> StdioWire:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -283,7 +284,7 @@ def ledger_cells(home: Path) -> list[tuple[str, str, str]]:
             cur = con.execute(f'select * from "{t}"')
             cols = [d[0] for d in cur.description]
             for row in cur:
-                for c, v in zip(cols, row):
+                for c, v in zip(cols, row, strict=False):
                     if v is None:
                         continue
                     out.append((t, c, v.decode("latin-1") if isinstance(v, bytes) else str(v)))
@@ -314,7 +315,7 @@ def inspector_cli() -> Path | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def inspector_has_headers(cli: Path) -> bool:
     """Whether this Inspector can send HTTP headers (`--header`, from 0.17 on)."""
     out = subprocess.run([str(cli), "--help"], capture_output=True, text=True, timeout=120)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from assay.ledger import Approval, Ledger, PolicyDecision, Run, Step, ToolCall
 
-T0 = datetime(2025, 3, 14, 9, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 14, 9, 0, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
 
 PASSED = "20250314-090000-a1b2c3"

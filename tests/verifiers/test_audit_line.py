@@ -147,7 +147,7 @@ def test_outputs_of_any_dtype_and_layout_come_through(line, dtype):
     sup.start_round(1, [0])
     _serve(sup, lambda: ask.report(outs))
     [(layouts, chunks)] = sup.keep()
-    for want, layout, data in zip(outs, layouts, chunks):
+    for want, layout, data in zip(outs, layouts, chunks, strict=False):
         got = _rebuild(torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8),
                        layout)
         assert not isinstance(got, str), got

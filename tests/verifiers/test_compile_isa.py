@@ -14,7 +14,6 @@ import pytest
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verifiers" / "kernel" / "harness"))
 import worker  # noqa: E402
-
 from torch._inductor import config, cpu_vec_isa  # noqa: E402
 
 pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the shortcut is x86-only")

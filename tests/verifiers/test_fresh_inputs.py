@@ -79,7 +79,7 @@ def test_the_reading_side_sees_what_the_filling_side_wrote_through_one_memfd():
         assert reader.capacity == writer.capacity
         views = reader.prepare(seed=5, n=2)  # views first, as the candidate builds them
         made = [a[0].clone() for a in writer.prepare(seed=5, n=2)]
-        for v, m in zip(views, made):
+        for v, m in zip(views, made, strict=False):
             assert torch.equal(v[0], m) and not torch.equal(v[0], base)
         assert torch.equal(made[1], writer.one(seed=5, j=1)[0])
     finally:
@@ -142,12 +142,12 @@ def test_each_fresh_call_changes_its_input_where_the_answer_before_it_says(scrip
         salts = [77, 123456789, 2**46 - 1]
         line = scripted_answers([0 + salts[1] * slots, 1 + salts[2] * slots, 5])
         worker.timed_fresh_round(lambda x: x.clone(), sets, 2 + salts[0] * slots, line, reader)
-        for (j, salt), got in zip([(2, salts[0]), (0, salts[1]), (1, salts[2])], line.seen):
+        for (j, salt), got in zip([(2, salts[0]), (0, salts[1]), (1, salts[2])], line.seen, strict=False):
             want = writer.one(seed=9, j=j, salt=salt)[0]
             assert torch.equal(got, want), j
             changed = (got.view(torch.int32) != plain[j].view(torch.int32)).sum(dim=1)
             assert changed.tolist() == [1] * 64  # one element of every row
-        assert all(torch.equal(s[0], p) for s, p in zip(sets, plain))  # put back after each call
+        assert all(torch.equal(s[0], p) for s, p in zip(sets, plain, strict=False))  # put back after each call
         guessed = writer.one(seed=9, j=0, salt=0)[0]
         assert not torch.equal(guessed, writer.one(seed=9, j=0, salt=salts[1])[0])
     finally:

@@ -10,8 +10,8 @@ import torch
 
 from assay.errors import UserError
 from assay.verifiers.kernel.criteria import load_criteria
-from assay.verifiers.kernel.reference import _check_order, inspect_task, shape_variants
 from assay.verifiers.kernel.judge import Checks, compare, cpu_share, inconclusive, read_inside, scaling, unwritten
+from assay.verifiers.kernel.reference import _check_order, inspect_task, shape_variants
 
 CRITERIA = load_criteria("kernel-test")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from assay.verifiers.kernel import runtime as rt
 from assay.verifiers.kernel import prepare_reference, warm_task
+from assay.verifiers.kernel import runtime as rt
 
 SOFTMAX = Path(__file__).resolve().parents[2] / "examples" / "kernel" / "softmax.py"
 

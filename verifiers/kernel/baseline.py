@@ -11,9 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assay.verifiers.kernel import runtime as rt
-
 from assay.errors import UserError
+from assay.verifiers.kernel import runtime as rt
 
 if TYPE_CHECKING:
     from assay.verifiers.kernel.reference import ReferenceRun

@@ -4,8 +4,9 @@ assay.verifiers.criteria's; this module says only what a kernel profile must con
 
 from __future__ import annotations
 
-from assay.verifiers.criteria import CriteriaBase, StrictModel, load_profile
 from pydantic import Field
+
+from assay.verifiers.criteria import CriteriaBase, StrictModel, load_profile
 
 
 class Tolerance(StrictModel):

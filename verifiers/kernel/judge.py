@@ -10,6 +10,7 @@ functions the candidate never shared a process with.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def read_inside(root: Path, relative: str, max_bytes: int) -> bytes | None:
             os.close(fd)
             fd = nxt
         st = os.fstat(fd)
-        if not (st.st_mode & 0o170000 == 0o100000) or st.st_size > max_bytes:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
             return None
         chunks, left = [], st.st_size
         while left > 0:
@@ -225,7 +226,7 @@ def judge_lifecycle(checks: Checks, result: dict | None, res, stage: str) -> boo
 
 
 def _last_line(text: str) -> str:
-    lines = [l for l in text.strip().splitlines() if l.strip()]
+    lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:500] if lines else text[:500]
 
 

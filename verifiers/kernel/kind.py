@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
 from assay.verifiers.criteria import CriteriaBase
 from assay.verifiers.kernel.criteria import Criteria
 from assay.verifiers.kinds import Progress, VerifyRequest
@@ -20,7 +22,6 @@ from assay.verifiers.outcome import (
     Outcome,
     no_submission,
 )
-from pydantic import BaseModel, ConfigDict
 
 
 class KernelVerifyOptions(BaseModel):

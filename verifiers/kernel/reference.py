@@ -18,13 +18,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from assay.errors import UserError
 from assay.verifiers.common.heldout import HeldOut, shape_variants, size_constants  # noqa: F401  (shape_variants: the tests' too)
 from assay.verifiers.kernel import runtime as rt
 from assay.verifiers.kernel.baseline import _compile_warm
 from assay.verifiers.kernel.criteria import Criteria, load_criteria
 from assay.verifiers.kernel.scan import save_tensor_names
-
-from assay.errors import UserError
 
 Progress = Callable[[str, float], None]
 

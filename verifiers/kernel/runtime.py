@@ -13,6 +13,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from assay.errors import UserError
 from assay.sandbox.base import ExecResult, Sandbox
 from assay.verifiers.common.sandboxes import (  # noqa: F401  (re-exported for the kernel's stages)
     BACKGROUND,
@@ -32,8 +33,6 @@ from assay.verifiers.common.sandboxes import (  # noqa: F401  (re-exported for t
     trusted_roots,
 )
 from assay.verifiers.common.sandboxes import submission_built as _submission_built
-
-from assay.errors import UserError
 
 IN_HARNESS = harness_in("kernel")
 IN_CANDIDATE = "/assay/candidate"

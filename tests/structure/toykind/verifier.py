@@ -74,7 +74,7 @@ class ToyVerifier:
                            criteria_hash=criteria.sha256, task_hash=task_hash, candidate_hash=sub_hash)
         checks = [Check(name="loads", passed=True, detail="ModelNew loaded by path"),
                   Check(name="isolated", passed=not result["isolation"], detail="; ".join(result["isolation"]) or "clean")]
-        wrong = [i for i, (a, b) in enumerate(zip(result["expected"], result["got"])) if a != b]
+        wrong = [i for i, (a, b) in enumerate(zip(result["expected"], result["got"], strict=False)) if a != b]
         checks.append(Check(name="correctness", passed=not wrong,
                             detail=f"{len(plan['seeds'])} held-out inputs" + (f", wrong on {wrong}" if wrong else "")))
         speed = interleaved_speed(result["log"], "submission", "reference", threads=1, min_share=criteria.min_cpu_share)
