@@ -89,7 +89,10 @@ def parse_brain(brain: str) -> BrainChoice:
         return BrainChoice(brain, "endpoint")
     if ":" in brain:
         return BrainChoice(brain, "provider")
-    raise UserError(f"unknown brain {brain!r}", "use playbook, local, a pydantic-ai model string like openai-chat:gpt-4o, or MODEL@URL")
+    raise UserError(
+        f"unknown brain {brain!r}",
+        "use playbook, local, a pydantic-ai model string like openai-chat:gpt-4o, or MODEL@URL",
+    )
 
 
 def api_key_from_env() -> str | None:
@@ -125,17 +128,27 @@ def make_model(brain: str, *, kind: AgentKind, redactor: Redactor, http_client: 
         # OpenAI-compatible servers (llama.cpp, Ollama, older vLLM) know `max_tokens`, not
         # OpenAI's newer `max_completion_tokens`, and silently ignore the latter: the run's
         # token cap would not reach them and a rambling model would fill its context window.
-        profile = merge_profile(provider.model_profile(name or "default"),
-                                OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False))
+        profile = merge_profile(
+            provider.model_profile(name or "default"),
+            OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False),
+        )
         model = OpenAIChatModel(name or "default", provider=provider, profile=profile)
     else:
         from pydantic_ai.models import infer_model
 
-        for env in API_KEY_ENVS + ("ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY", "GROQ_API_KEY", "MISTRAL_API_KEY"):
+        for env in API_KEY_ENVS + (
+            "ANTHROPIC_API_KEY",
+            "GOOGLE_API_KEY",
+            "GEMINI_API_KEY",
+            "GROQ_API_KEY",
+            "MISTRAL_API_KEY",
+        ):
             if os.environ.get(env):
                 redactor.add_secret(os.environ[env], "api-key")
         try:
             model = infer_model(brain)
         except Exception as exc:
-            raise UserError(f"brain {brain!r} cannot be used: {exc}", "check the model string and that its API key is set") from None
+            raise UserError(
+                f"brain {brain!r} cannot be used: {exc}", "check the model string and that its API key is set"
+            ) from None
     return RedactingModel(model, redactor)

@@ -43,7 +43,9 @@ class PaddingChoice(_Strict):
 class Job(_Strict):
     kind: str = Field(..., description="job kind, e.g. kernel")
     task: str = Field(..., min_length=1, description="task file, relative to the job file")
-    brain: str = Field("playbook", min_length=1, description="playbook | local | provider:model | an OpenAI-compatible URL")
+    brain: str = Field(
+        "playbook", min_length=1, description="playbook | local | provider:model | an OpenAI-compatible URL"
+    )
     # Both default to the kind's own (load_job fills them in): never another kind's.
     manifest: str = Field(..., min_length=1, description="a shipped manifest name or a path")
     criteria: str = Field(..., pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="criteria profile name")
@@ -99,7 +101,9 @@ def load_job(path: str | Path) -> Job:
         try:
             return _load(Path(path))
         except RecursionError:
-            raise UserError(f"job file {path} nests arrays or tables too deeply", "a job file needs two levels at most") from None
+            raise UserError(
+                f"job file {path} nests arrays or tables too deeply", "a job file needs two levels at most"
+            ) from None
     except UserError as exc:
         # One line, bounded: field names and values come from the file and may hold anything.
         raise UserError(_line(exc.problem, 600), _line(exc.fix, 300) if exc.fix else None) from None
@@ -111,16 +115,26 @@ def _load(p: Path) -> Job:
         if not stat.S_ISREG(st.st_mode):
             raise UserError(f"job file {_show(str(p))} is not a regular file", "give the path of a .toml job file")
         if st.st_size > MAX_JOB_BYTES:
-            raise UserError(f"job file {_show(str(p))} is {st.st_size} bytes; a job file is at most {MAX_JOB_BYTES}",
-                            "give a job file, e.g. examples/kernel/softmax.toml")
+            raise UserError(
+                f"job file {_show(str(p))} is {st.st_size} bytes; a job file is at most {MAX_JOB_BYTES}",
+                "give a job file, e.g. examples/kernel/softmax.toml",
+            )
         with open(p, "rb") as fh:
             raw = fh.read(MAX_JOB_BYTES + 1)
     except FileNotFoundError:
-        raise UserError(f"job file {_show(str(p))} not found", "give the path of a .toml job file, e.g. examples/kernel/softmax.toml") from None
+        raise UserError(
+            f"job file {_show(str(p))} not found",
+            "give the path of a .toml job file, e.g. examples/kernel/softmax.toml",
+        ) from None
     except (OSError, ValueError) as exc:  # permissions, a name too long, a NUL in the name
-        raise UserError(f"job file {_show(str(p))} cannot be read ({exc.__class__.__name__})", "give a readable .toml file") from None
+        raise UserError(
+            f"job file {_show(str(p))} cannot be read ({exc.__class__.__name__})", "give a readable .toml file"
+        ) from None
     if len(raw) > MAX_JOB_BYTES:
-        raise UserError(f"job file {_show(str(p))} is over {MAX_JOB_BYTES} bytes", "give a job file, e.g. examples/kernel/softmax.toml")
+        raise UserError(
+            f"job file {_show(str(p))} is over {MAX_JOB_BYTES} bytes",
+            "give a job file, e.g. examples/kernel/softmax.toml",
+        )
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -128,12 +142,14 @@ def _load(p: Path) -> Job:
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"job file {p} is not valid TOML: {exc}", "fix the TOML syntax at that line") from None
     except RecursionError:
-        raise UserError(f"job file {p} nests arrays or tables too deeply", "a job file needs two levels at most") from None
+        raise UserError(
+            f"job file {p} nests arrays or tables too deeply", "a job file needs two levels at most"
+        ) from None
     for banned in ("threshold", "thresholds", "tolerance", "min_speedup", "seed"):
         if _mentions(data, banned):
             raise UserError(
                 f"job file {p} sets '{banned}'",
-                "criteria live with the verifier; name a profile with criteria = \"...\" instead",
+                'criteria live with the verifier; name a profile with criteria = "..." instead',
             )
     kind_name = data.get("kind")
     if not isinstance(kind_name, str) or kind_name not in names():
@@ -144,7 +160,9 @@ def _load(p: Path) -> Job:
     kind = agent_kind(kind_name)
     if "options" in data or "source" in data:
         bad = "options" if "options" in data else "source"
-        raise UserError(f"job file {p}: field '{bad}' is not a job field", f"put {kind_name} options in the [{kind_name}] table")
+        raise UserError(
+            f"job file {p}: field '{bad}' is not a job field", f"put {kind_name} options in the [{kind_name}] table"
+        )
     data = dict(data)
     table = data.pop(kind_name, {})
     data.setdefault("manifest", kind.default_manifest)
@@ -160,10 +178,15 @@ def _load(p: Path) -> Job:
     try:
         found = job.task_path.is_file()
     except (OSError, ValueError) as exc:  # a name too long, a NUL byte
-        raise UserError(f"job file {p}: field 'task' is not a usable path ({exc.__class__.__name__})",
-                        "set task to a path relative to the job file") from None
+        raise UserError(
+            f"job file {p}: field 'task' is not a usable path ({exc.__class__.__name__})",
+            "set task to a path relative to the job file",
+        ) from None
     if not found:
-        raise UserError(f"job file {p}: task file {_show(str(job.task_path))} not found", "set task to a path relative to the job file")
+        raise UserError(
+            f"job file {p}: task file {_show(str(job.task_path))} not found",
+            "set task to a path relative to the job file",
+        )
     return job
 
 
@@ -189,7 +212,9 @@ def _mentions(data: object, key: str) -> bool:
 def _hint(err: dict) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
-        return "remove it; allowed top-level fields: " + ", ".join(sorted(Job.model_fields.keys() - {"source", "options"}))
+        return "remove it; allowed top-level fields: " + ", ".join(
+            sorted(Job.model_fields.keys() - {"source", "options"})
+        )
     if kind == "missing":
         return "add it to the job file"
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):

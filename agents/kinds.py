@@ -93,8 +93,9 @@ def agent_kind(name: str) -> AgentKind:
     try:
         found = getattr(importlib.import_module(module), attr or "KIND")
     except (ImportError, AttributeError) as exc:
-        raise UserError(f"job kind {name!r} ({target}) cannot be imported: {exc}",
-                        "check the kind's installation (or ASSAY_KINDS)") from None
+        raise UserError(
+            f"job kind {name!r} ({target}) cannot be imported: {exc}", "check the kind's installation (or ASSAY_KINDS)"
+        ) from None
     if not isinstance(found, AgentKind) or found.name != name:
         raise UserError(f"{target} is not the AgentKind of {name!r}", "point the kind's row at its KIND object")
     _loaded[name] = found

@@ -90,9 +90,12 @@ def load() -> tuple[Any, Any]:
 
 
 def _chat(messages: list[ModelMessage], tools: list, instructions: str | None) -> list[dict[str, str]]:
-    listing = "\n".join(f"- {t.name}({', '.join(t.parameters_json_schema.get('properties', {}))}): {t.description.splitlines()[0] if t.description else ''}" for t in tools)
+    listing = "\n".join(
+        f"- {t.name}({', '.join(t.parameters_json_schema.get('properties', {}))}): {t.description.splitlines()[0] if t.description else ''}"
+        for t in tools
+    )
     system = (instructions or "You are an engineer working through tools.") + (
-        "\nAnswer with one JSON object: {\"tool\": NAME, \"arguments\": {...}}.\nTools:\n" + listing
+        '\nAnswer with one JSON object: {"tool": NAME, "arguments": {...}}.\nTools:\n' + listing
     )
     chat = [{"role": "system", "content": system}]
     for m in messages[-8:]:  # a small model with a small context: the recent turns matter
@@ -107,7 +110,12 @@ def _chat(messages: list[ModelMessage], tools: list, instructions: str | None) -
         elif isinstance(m, ModelResponse):
             for p in m.parts:
                 if isinstance(p, ToolCallPart):
-                    chat.append({"role": "assistant", "content": json.dumps({"tool": p.tool_name, "arguments": p.args_as_dict()})})
+                    chat.append(
+                        {
+                            "role": "assistant",
+                            "content": json.dumps({"tool": p.tool_name, "arguments": p.args_as_dict()}),
+                        }
+                    )
                 elif isinstance(p, TextPart):
                     chat.append({"role": "assistant", "content": p.content[:800]})
     return chat
@@ -175,7 +183,7 @@ def _generate(tok, model, text: str) -> tuple[str, int, int]:
     enc = tok(text, return_tensors="pt", add_special_tokens=False)
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=MAX_NEW, do_sample=False, pad_token_id=tok.eos_token_id)
-    new = out[0][enc["input_ids"].shape[1]:]
+    new = out[0][enc["input_ids"].shape[1] :]
     return tok.decode(new, skip_special_tokens=True), enc["input_ids"].shape[1], int(new.shape[0])
 
 
@@ -221,7 +229,9 @@ class LocalModel(Model):
     def system(self) -> str:
         return "local"
 
-    async def request(self, messages, model_settings, model_request_parameters: ModelRequestParameters) -> ModelResponse:
+    async def request(
+        self, messages, model_settings, model_request_parameters: ModelRequestParameters
+    ) -> ModelResponse:
         tools = list(model_request_parameters.function_tools)
         instructions = None
         for m in messages:
@@ -235,7 +245,11 @@ class LocalModel(Model):
         if not tools:
             prompt = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
             text, n_in, n_out = _generate(tok, model, prompt)
-            return ModelResponse(parts=[TextPart(text.strip() or "done")], usage=RequestUsage(input_tokens=n_in, output_tokens=n_out), model_name=self.model_name)
+            return ModelResponse(
+                parts=[TextPart(text.strip() or "done")],
+                usage=RequestUsage(input_tokens=n_in, output_tokens=n_out),
+                model_name=self.model_name,
+            )
         prompt = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         head = prompt + '{"tool": "'
         head_ids = tok(head, return_tensors="pt", add_special_tokens=False)["input_ids"]
@@ -271,5 +285,8 @@ class LocalModel(Model):
                     usage=RequestUsage(input_tokens=n_in, output_tokens=n_out),
                     model_name=self.model_name,
                 )
-        return ModelResponse(parts=[TextPart(f"I could not produce valid arguments for {name}: {problem}")],
-                             usage=RequestUsage(input_tokens=n_in, output_tokens=n_out), model_name=self.model_name)
+        return ModelResponse(
+            parts=[TextPart(f"I could not produce valid arguments for {name}: {problem}")],
+            usage=RequestUsage(input_tokens=n_in, output_tokens=n_out),
+            model_name=self.model_name,
+        )

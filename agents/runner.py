@@ -84,7 +84,11 @@ def _die_with_parent() -> None:
 def _verifier_env() -> dict[str, str]:
     # PYTHONPATH: where the operator's own kinds (ASSAY_KINDS) are installed; the operator's, as
     # trusted as ASSAY_HOME. Nothing of the agent's reaches this process's environment.
-    return {k: v for k, v in os.environ.items() if k.startswith("ASSAY_") or k in ("PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH")}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith("ASSAY_") or k in ("PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH")
+    }
 
 
 @contextmanager
@@ -97,9 +101,14 @@ def verifier_warming(run_id: str, enabled: bool = True):
     if enabled and settings().verifier_warm:
         try:
             with open(run_dir(run_id) / "verifier-warm.log", "ab") as log:  # outside the workspace
-                proc = subprocess.Popen([sys.executable, "-P", "-m", "assay.verifiers", "warm", "--run", run_id],
-                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        env=_verifier_env(), preexec_fn=_die_with_parent)
+                proc = subprocess.Popen(
+                    [sys.executable, "-P", "-m", "assay.verifiers", "warm", "--run", run_id],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=_verifier_env(),
+                    preexec_fn=_die_with_parent,
+                )
         except OSError:
             proc = None  # an optimisation only: the verifier builds what it needs itself
 
@@ -139,12 +148,18 @@ def verify_in_process_of_its_own(run_id: str) -> dict[str, Any]:
     env = _verifier_env()
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "assay.verifiers", "verify", "--run", run_id, "--json"],
-        capture_output=True, text=True, env=env, preexec_fn=_die_with_parent,
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=_die_with_parent,
     )
     # 0 pass, 1 fail, 3 inconclusive: a verdict was written; anything else is the process's own failure.
     if proc.returncode not in (0, 1, 3) or not proc.stdout.strip():
         tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        raise UserError(f"the verifier process failed (exit {proc.returncode}): {tail[0]}", "see `python -m assay.verifiers verify --run RUN`")
+        raise UserError(
+            f"the verifier process failed (exit {proc.returncode}): {tail[0]}",
+            "see `python -m assay.verifiers verify --run RUN`",
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -153,7 +168,9 @@ async def checkpointer(ledger: Ledger):
     if ledger.dialect == "postgresql":
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-        url = str(ledger.engine.url.render_as_string(hide_password=False)).replace("postgresql+psycopg://", "postgresql://")
+        url = str(ledger.engine.url.render_as_string(hide_password=False)).replace(
+            "postgresql+psycopg://", "postgresql://"
+        )
         async with AsyncPostgresSaver.from_conn_string(url) as saver:
             await saver.setup()
             yield saver
@@ -166,8 +183,16 @@ async def checkpointer(ledger: Ledger):
             yield saver
 
 
-async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: bool, on_event: Event,
-                 verify: Callable[[str], dict[str, Any]]) -> RunOutcome:
+async def _drive(
+    run_id: str,
+    job: Job,
+    ledger: Ledger,
+    first: Any,
+    *,
+    wait: bool,
+    on_event: Event,
+    verify: Callable[[str], dict[str, Any]],
+) -> RunOutcome:
     kind = job.agent_kind
     workspace = run_dir(run_id) / "workspace"
     redactor = Redactor.for_run(os.environ)
@@ -184,10 +209,19 @@ async def _drive(run_id: str, job: Job, ledger: Ledger, first: Any, *, wait: boo
             step_no["n"] = int(data["step"])
         on_event(kind_, data)
 
-    toolset = run_toolset(run_id, workspace, job.manifest, job.kind, padding=job.padding.model_dump(),
-                          sandbox=job.sandbox.backend, step=lambda: str(step_no["n"]))
+    toolset = run_toolset(
+        run_id,
+        workspace,
+        job.manifest,
+        job.kind,
+        padding=job.padding.model_dump(),
+        sandbox=job.sandbox.backend,
+        step=lambda: str(step_no["n"]),
+    )
     agent = Agent(model, toolsets=[toolset], instructions=kind.instructions(job), output_type=str)
-    deps = RunDeps(run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=kind.prompt(job), verify=verify, on_event=events)
+    deps = RunDeps(
+        run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=kind.prompt(job), verify=verify, on_event=events
+    )
     graph_def = build_graph()
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
     async with checkpointer(ledger) as saver, _server_started(agent, run_id, ledger, fresh=first is not None):
@@ -227,32 +261,57 @@ async def _server_started(agent: Any, run_id: str, ledger: Ledger, *, fresh: boo
         problem = f"the MCP server for run {run_id} did not start ({type(exc).__name__}: {exc})"
         if fresh:
             ledger.set_run_status(run_id, RunStatus.error, error=problem[:500])
-        raise UserError(problem, "see the server's own error above (a manifest to sign, a sandbox to install)") from None
+        raise UserError(
+            problem, "see the server's own error above (a manifest to sign, a sandbox to install)"
+        ) from None
     try:
         yield agent
     finally:
         await agent.__aexit__(None, None, None)
 
 
-def start_run(job: Job, *, wait: bool = True, on_event: Event | None = None, ledger: Ledger | None = None,
-              verify: Callable[[str], dict[str, Any]] | None = None) -> RunOutcome:
+def start_run(
+    job: Job,
+    *,
+    wait: bool = True,
+    on_event: Event | None = None,
+    ledger: Ledger | None = None,
+    verify: Callable[[str], dict[str, Any]] | None = None,
+) -> RunOutcome:
     own = ledger is None
     ledger = ledger or Ledger.open()
     try:
-        run = ledger.create_run(job=str(job.source or job.task), kind=job.kind, brain=job.brain, budget=job.budget.model_dump())
+        run = ledger.create_run(
+            job=str(job.source or job.task), kind=job.kind, brain=job.brain, budget=job.budget.model_dump()
+        )
         workspace = prepare_workspace(run.id, job)
         _store_spec(ledger, run.id, job_spec(job, workspace))
         (on_event or _quiet)("run", {"run_id": run.id})
         with verifier_warming(run.id, enabled=verify is None and wait) as hurry:
-            return anyio.run(lambda: _drive(run.id, job, ledger, {"step": 0}, wait=wait, on_event=on_event or _quiet,
-                                            verify=verify or _verifier_after(hurry)))
+            return anyio.run(
+                lambda: _drive(
+                    run.id,
+                    job,
+                    ledger,
+                    {"step": 0},
+                    wait=wait,
+                    on_event=on_event or _quiet,
+                    verify=verify or _verifier_after(hurry),
+                )
+            )
     finally:
         if own:
             ledger.close()
 
 
-def resume_run(run_id: str, *, wait: bool = True, on_event: Event | None = None, ledger: Ledger | None = None,
-               verify: Callable[[str], dict[str, Any]] | None = None) -> RunOutcome:
+def resume_run(
+    run_id: str,
+    *,
+    wait: bool = True,
+    on_event: Event | None = None,
+    ledger: Ledger | None = None,
+    verify: Callable[[str], dict[str, Any]] | None = None,
+) -> RunOutcome:
     own = ledger is None
     ledger = ledger or Ledger.open()
     try:
@@ -263,14 +322,25 @@ def resume_run(run_id: str, *, wait: bool = True, on_event: Event | None = None,
             return RunOutcome(run_id, run.status, verdict=_last_verdict(ledger, run_id))
         job = job_from_spec(RunSpec.of(run.spec, run_id))
         with verifier_warming(run_id, enabled=verify is None and wait) as hurry:
-            return anyio.run(lambda: _drive(run_id, job, ledger, None, wait=wait, on_event=on_event or _quiet,
-                                            verify=verify or _verifier_after(hurry)))
+            return anyio.run(
+                lambda: _drive(
+                    run_id,
+                    job,
+                    ledger,
+                    None,
+                    wait=wait,
+                    on_event=on_event or _quiet,
+                    verify=verify or _verifier_after(hurry),
+                )
+            )
     finally:
         if own:
             ledger.close()
 
 
-def decide_approval(run_id: str, decision: str, *, approval_id: str | None = None, actor: str = "cli", ledger: Ledger | None = None) -> str:
+def decide_approval(
+    run_id: str, decision: str, *, approval_id: str | None = None, actor: str = "cli", ledger: Ledger | None = None
+) -> str:
     """Record a human's decision on a pending approval; the waiting (or resumed) run acts on it."""
     from assay.agents.workflow import pending_approval
 
@@ -281,10 +351,19 @@ def decide_approval(run_id: str, decision: str, *, approval_id: str | None = Non
             raise UserError(f"no run {run_id!r} in the ledger", "check the run id with `assay tui` or `assay verdicts`")
         pending = pending_approval(ledger, run_id)
         if pending is None or (approval_id and pending["id"] != approval_id):
-            raise UserError(f"run {run_id} has no pending approval{' ' + approval_id if approval_id else ''}", "nothing to decide")
+            raise UserError(
+                f"run {run_id} has no pending approval{' ' + approval_id if approval_id else ''}", "nothing to decide"
+            )
         req = next(e for e in ledger.approval_events(run_id) if e.key == pending["id"])
-        ledger.record_approval(run_id, key=f"{req.key}:{decision}", event=decision, request_key=req.key,
-                               fingerprint=req.fingerprint, tool=req.tool, actor=actor)
+        ledger.record_approval(
+            run_id,
+            key=f"{req.key}:{decision}",
+            event=decision,
+            request_key=req.key,
+            fingerprint=req.fingerprint,
+            tool=req.tool,
+            actor=actor,
+        )
         return req.key
     finally:
         if own:
@@ -307,7 +386,14 @@ def _last_verdict(ledger: Ledger, run_id: str) -> dict[str, Any] | None:
     if not vs:
         return None
     v = vs[-1]
-    return {"id": v.id, "run_id": v.run_id, "key": v.key, "payload": v.payload, "signature": v.signature, "row_hash": v.row_hash}
+    return {
+        "id": v.id,
+        "run_id": v.run_id,
+        "key": v.key,
+        "payload": v.payload,
+        "signature": v.signature,
+        "row_hash": v.row_hash,
+    }
 
 
 def _quiet(kind: str, data: dict[str, Any]) -> None:

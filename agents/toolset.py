@@ -25,11 +25,32 @@ def server_env() -> dict[str, str]:
     return env
 
 
-def run_toolset(run_id: str, workspace: Path, manifest: str, kind: str, *, padding: dict[str, Any] | None = None,
-                sandbox: str | None = None, step: callable = None) -> MCPToolset:
+def run_toolset(
+    run_id: str,
+    workspace: Path,
+    manifest: str,
+    kind: str,
+    *,
+    padding: dict[str, Any] | None = None,
+    sandbox: str | None = None,
+    step: callable = None,
+) -> MCPToolset:
     from fastmcp.client.transports import StdioTransport
 
-    args = ["-P", "-m", "assay", "mcp", "--run", run_id, "--workspace", str(workspace), "--manifest", manifest, "--kind", kind]
+    args = [
+        "-P",
+        "-m",
+        "assay",
+        "mcp",
+        "--run",
+        run_id,
+        "--workspace",
+        str(workspace),
+        "--manifest",
+        manifest,
+        "--kind",
+        kind,
+    ]
     if sandbox:
         args += ["--sandbox", sandbox]
     if padding and padding.get("enabled"):
@@ -42,4 +63,11 @@ def run_toolset(run_id: str, workspace: Path, manifest: str, kind: str, *, paddi
         prefix = step() if step else "0"
         return await call_tool(name, tool_args, metadata={CALL_KEY_META: f"{prefix}:{ctx.tool_call_id}"})
 
-    return MCPToolset(transport, id="assay", tool_error_behavior="failed", process_tool_call=keyed, init_timeout=120, read_timeout=3600)
+    return MCPToolset(
+        transport,
+        id="assay",
+        tool_error_behavior="failed",
+        process_tool_call=keyed,
+        init_timeout=120,
+        read_timeout=3600,
+    )

@@ -89,8 +89,9 @@ async def one_step(agent: Agent, history: list, prompt: str, limits: UsageLimits
     # A model may not write past the token budget: UsageLimits only looks once the answer is
     # in, so without a cap a rambling model generates up to its context window first.
     settings = {"max_tokens": max_tokens} if max_tokens is not None else None
-    async with agent.iter(None if history else prompt, message_history=history or None, usage_limits=limits,
-                          model_settings=settings) as run:
+    async with agent.iter(
+        None if history else prompt, message_history=history or None, usage_limits=limits, model_settings=settings
+    ) as run:
         node = run.next_node
         while True:
             if isinstance(node, End):
@@ -126,7 +127,9 @@ async def agent_step(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
         # The time budget holds inside a step too: a call still running when it runs out is
         # cancelled (the gateway records it as interrupted) and the run goes to the verifier.
         with anyio.fail_after(time_left):
-            messages, final, usage = await one_step(deps.agent, _history(state), deps.prompt, limits, max_tokens=tokens_left)
+            messages, final, usage = await one_step(
+                deps.agent, _history(state), deps.prompt, limits, max_tokens=tokens_left
+            )
     except Exception as exc:  # a brain that breaks ends the run honestly, recorded, not a crash
         from pydantic_ai.exceptions import UsageLimitExceeded
 
@@ -141,7 +144,7 @@ async def agent_step(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
     active += time.monotonic() - t0
     calls = [
         {"tool": p.tool_name, "id": p.tool_call_id}
-        for m in messages[len(state.get("messages") or []):]
+        for m in messages[len(state.get("messages") or []) :]
         for p in getattr(m, "parts", [])
         if getattr(p, "part_kind", "") == "tool-call"
     ]
@@ -155,7 +158,9 @@ async def agent_step(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
         "output_tokens": state.get("output_tokens", 0) + usage.output_tokens,
         "approval": pending_approval(deps.ledger, deps.run_id),
     }
-    deps.ledger.record_step(deps.run_id, key=f"step-{step}", name="agent", payload={"tool_calls": calls, "final": final})
+    deps.ledger.record_step(
+        deps.run_id, key=f"step-{step}", name="agent", payload={"tool_calls": calls, "final": final}
+    )
     deps.ledger.set_run_status(deps.run_id, RunStatus.running, budget_used=_used(out))
     if deps.ledger.submissions(deps.run_id):
         out.update(outcome="submitted", note=final or "submitted")
@@ -188,9 +193,8 @@ async def approval(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
     deps.ledger.set_run_status(deps.run_id, RunStatus.running)
     history = _history(state)
     verb = "approved" if decision == "approved" else "denied"
-    note = (
-        f"A human {verb} {pending['id']} ({pending['tool']})."
-        + (" Make the same call again, with the same arguments, to run it." if verb == "approved" else " Do not retry it.")
+    note = f"A human {verb} {pending['id']} ({pending['tool']})." + (
+        " Make the same call again, with the same arguments, to run it." if verb == "approved" else " Do not retry it."
     )
     if history and isinstance(history[-1], ModelRequest):
         history[-1] = ModelRequest(parts=[*history[-1].parts, UserPromptPart(content=note)])
@@ -213,7 +217,9 @@ async def report(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
     run = deps.ledger.get_run(deps.run_id)
     if run is not None and not RunStatus(run.status).finished:
         deps.ledger.set_run_status(
-            deps.run_id, RunStatus.passed if passed else RunStatus.failed, budget_used=_used(state),
+            deps.run_id,
+            RunStatus.passed if passed else RunStatus.failed,
+            budget_used=_used(state),
             error=None if passed else (state.get("note") or None),
         )
     return {}

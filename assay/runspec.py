@@ -37,9 +37,13 @@ class RunSpec(BaseModel):
         # inside the job only: read them from there, so such a run still resumes and verifies.
         if isinstance(data, dict) and "kind" not in data and isinstance(data.get("job"), dict):
             job = data["job"]
-            data = {**data, "kind": job.get("kind"), "manifest": job.get("manifest"),
-                    "sandbox_backend": (job.get("sandbox") or {}).get("backend", "auto"),
-                    "options": job.get("options") or {}}
+            data = {
+                **data,
+                "kind": job.get("kind"),
+                "manifest": job.get("manifest"),
+                "sandbox_backend": (job.get("sandbox") or {}).get("backend", "auto"),
+                "options": job.get("options") or {},
+            }
         return data
 
     @classmethod
@@ -49,5 +53,7 @@ class RunSpec(BaseModel):
             return cls.model_validate(stored)
         except ValueError as exc:
             where = f"run {run_id}" if run_id else "the run"
-            raise UserError(f"{where} has no usable run spec ({str(exc).splitlines()[0]})",
-                            "start the job again with `assay run JOB.toml`") from None
+            raise UserError(
+                f"{where} has no usable run spec ({str(exc).splitlines()[0]})",
+                "start the job again with `assay run JOB.toml`",
+            ) from None

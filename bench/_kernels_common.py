@@ -35,8 +35,9 @@ def kernel_sandbox(backend: str = "auto", workspace: Path | None = None):
             workspace = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="assay-kbench-")))
         workspace.mkdir(parents=True, exist_ok=True)
         os.chmod(workspace, 0o777)  # whichever uid the backend runs as builds in here
-        limits = SandboxLimits(timeout_s=900, memory_mb=12288, pids=512, cpus=float(os.cpu_count() or 1),
-                               output_bytes=8 << 20)
+        limits = SandboxLimits(
+            timeout_s=900, memory_mb=12288, pids=512, cpus=float(os.cpu_count() or 1), output_bytes=8 << 20
+        )
         spec = SandboxSpec(workspace=workspace, limits=limits, ro_binds=kernel_binds() + ((EXAMPLES, "/tasks"),))
         sb = open_sandbox(spec, backend)
         stack.callback(sb.close)
@@ -44,8 +45,14 @@ def kernel_sandbox(backend: str = "auto", workspace: Path | None = None):
 
 
 def progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), console=err, transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
 
 
 def machine() -> dict:
@@ -60,8 +67,13 @@ def machine() -> dict:
         isa = []
     import torch
 
-    return {"cpu": model or platform.processor(), "isa": isa, "nproc": os.cpu_count(), "torch": torch.__version__,
-            "python": platform.python_version()}
+    return {
+        "cpu": model or platform.processor(),
+        "isa": isa,
+        "nproc": os.cpu_count(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def write_section(body: str, heading: str = "## Kernels") -> None:

@@ -135,7 +135,7 @@ static double cache_%(k)d() {
 
 
 def _source(headers: dict[str, Path], names: list[str], prefetch: int = 0) -> str:
-    namespaces = [f"namespace {ns} {{\n#include \"{header}\"\n}}" for ns, header in headers.items()]
+    namespaces = [f'namespace {ns} {{\n#include "{header}"\n}}' for ns, header in headers.items()]
     subjects = [("copy", "cur", "x")]
     for ns in headers:
         subjects += [(name if ns == "cur" else f"{name}@{ns}", ns, ACTIVATIONS[name]) for name in names]
@@ -143,9 +143,11 @@ def _source(headers: dict[str, Path], names: list[str], prefetch: int = 0) -> st
         "n": N,
         "namespaces": "\n".join(namespaces),
         # the copy stays a plain streaming copy: the roofline the suite divides by
-        "subjects": "".join(SUBJECT % {"k": k, "ns": ns, "expr": expr,
-                                       "pf": f"vprefetch(xs + s + i + {prefetch});" if prefetch and k else ""}
-                            for k, (_, ns, expr) in enumerate(subjects)),
+        "subjects": "".join(
+            SUBJECT
+            % {"k": k, "ns": ns, "expr": expr, "pf": f"vprefetch(xs + s + i + {prefetch});" if prefetch and k else ""}
+            for k, (_, ns, expr) in enumerate(subjects)
+        ),
         "names": ", ".join(f'"{label}"' for label, _, _ in subjects),
         "streams": ", ".join(f"stream_{k}" for k in range(len(subjects))),
         "caches": ", ".join(f"cache_{k}" for k in range(len(subjects))),
@@ -153,7 +155,9 @@ def _source(headers: dict[str, Path], names: list[str], prefetch: int = 0) -> st
 
 
 def _header_at(rev: str, into: Path) -> Path:
-    res = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:kernels/cpp/vecmath.h"], capture_output=True, text=True)
+    res = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{rev}:kernels/cpp/vecmath.h"], capture_output=True, text=True
+    )
     if res.returncode != 0:
         why = (res.stderr.strip().splitlines() or ["git failed"])[0]
         print(f"error: no kernels/cpp/vecmath.h at {rev!r} ({why}): give a commit of this repository", file=sys.stderr)
@@ -167,8 +171,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--against", metavar="REV", help="also time this git revision's vecmath.h, in the same rounds")
     ap.add_argument("--rounds", type=int, default=60)
-    ap.add_argument("--prefetch", type=int, default=512, metavar="FLOATS",
-                    help="prefetch hint distance in each activation's loop, as the template's pf (0: none)")
+    ap.add_argument(
+        "--prefetch",
+        type=int,
+        default=512,
+        metavar="FLOATS",
+        help="prefetch hint distance in each activation's loop, as the template's pf (0: none)",
+    )
     ap.add_argument("--only", help="comma-separated activations (default: all of " + ", ".join(ACTIVATIONS) + ")")
     args = ap.parse_args()
     names = [n.strip() for n in args.only.split(",")] if args.only else list(ACTIVATIONS)
@@ -177,8 +186,12 @@ def main() -> int:
         print("error: --prefetch must be 0 or more floats", file=sys.stderr)
         return 2
     if unknown or args.rounds < 1:
-        print(f"error: unknown activation {unknown[0]!r}: choose from {', '.join(ACTIVATIONS)}" if unknown
-              else "error: --rounds must be at least 1", file=sys.stderr)
+        print(
+            f"error: unknown activation {unknown[0]!r}: choose from {', '.join(ACTIVATIONS)}"
+            if unknown
+            else "error: --rounds must be at least 1",
+            file=sys.stderr,
+        )
         return 2
     if shutil.which("g++") is None:
         print("error: g++ is needed to build the activations: install it (apt-get install -y g++)", file=sys.stderr)
@@ -196,8 +209,12 @@ def main() -> int:
             print(f"error: the activations did not build:\n{res.stderr[-3000:]}", file=sys.stderr)
             return 1
         threads = len(os.sched_getaffinity(0))
-        run = subprocess.run([str(exe), str(args.rounds)], capture_output=True, text=True,
-                             env={**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "false"})
+        run = subprocess.run(
+            [str(exe), str(args.rounds)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "false"},
+        )
         if run.returncode != 0:
             print(f"error: the activations crashed: {run.stderr[-2000:]}", file=sys.stderr)
             return 1
@@ -207,15 +224,21 @@ def main() -> int:
         "bytes_moved": 2 * N * 4,
         "copy_gbps": round(2 * N * 4 / copy / 1e6, 1),
         "activations": {
-            name: {"median_ms": round(t["median_ms"], 4), "fraction_of_copy": round(copy / t["median_ms"], 3),
-                   "in_cache_ns": round(t["in_cache_ns"], 3)}
+            name: {
+                "median_ms": round(t["median_ms"], 4),
+                "fraction_of_copy": round(copy / t["median_ms"], 3),
+                "in_cache_ns": round(t["in_cache_ns"], 3),
+            }
             for name, t in times.items()
         },
         "rounds": args.rounds,
         "against": args.against,
         "prefetch": args.prefetch,
-        "machine": {"cpu": platform.processor() or platform.machine(), "threads": threads,
-                    "load_avg_1m": os.getloadavg()[0]},
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "threads": threads,
+            "load_avg_1m": os.getloadavg()[0],
+        },
     }
     print(json.dumps(out, indent=1))
     return 0

@@ -91,10 +91,12 @@ def markdown(out: dict) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in out["per_task"]:
-        lines.append(f"| {r['task']} | {r.get('space')} | {r.get('cold_rounds')} | {r.get('cold_time_to_target_s')} | "
-                     f"{r.get('cold_search_s')} | {r.get('warm_time_to_target_s')} | "
-                     f"{(r.get('warm_start_speedup') or 0):.0f}x | {r.get('confirmed_time_to_target_s')} | "
-                     f"{(r.get('warm_start_speedup_confirmed') or 0):.1f}x |")
+        lines.append(
+            f"| {r['task']} | {r.get('space')} | {r.get('cold_rounds')} | {r.get('cold_time_to_target_s')} | "
+            f"{r.get('cold_search_s')} | {r.get('warm_time_to_target_s')} | "
+            f"{(r.get('warm_start_speedup') or 0):.0f}x | {r.get('confirmed_time_to_target_s')} | "
+            f"{(r.get('warm_start_speedup_confirmed') or 0):.1f}x |"
+        )
     return "\n".join(lines)
 
 
@@ -121,9 +123,11 @@ def main() -> None:
             row = run_task(name, ledger, args.reps, lambda m: prog.update(bar, description=m))
             rows.append(row)
             prog.advance(bar)
-            err.print(f"{name}: cold {row.get('cold_time_to_target_s')} s -> warm {row.get('warm_time_to_target_s')} s "
-                      f"({(row.get('warm_start_speedup') or 0):.1f}x); seed built and timed "
-                      f"{row.get('confirmed_time_to_target_s')} s ({(row.get('warm_start_speedup_confirmed') or 0):.1f}x)")
+            err.print(
+                f"{name}: cold {row.get('cold_time_to_target_s')} s -> warm {row.get('warm_time_to_target_s')} s "
+                f"({(row.get('warm_start_speedup') or 0):.1f}x); seed built and timed "
+                f"{row.get('confirmed_time_to_target_s')} s ({(row.get('warm_start_speedup_confirmed') or 0):.1f}x)"
+            )
     out = {
         "warm_start_speedup": geomean([r.get("warm_start_speedup") for r in rows]),
         "warm_start_speedup_confirmed": geomean([r.get("warm_start_speedup_confirmed") for r in rows]),

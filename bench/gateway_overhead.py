@@ -73,5 +73,10 @@ def overhead_figures(sizes=(1024, 10 * 1024, 100 * 1024), calls: int = 200, prog
 def _ctx(session):
     from assay.tools.context import ToolContext
 
-    return ToolContext(run_id=session.run_id, role=session.manifest.role, workspace=session.workspace,
-                       sandbox=lambda: session.pool.get(session.spec), ledger=session.ledger)
+    return ToolContext(
+        run_id=session.run_id,
+        role=session.manifest.role,
+        workspace=session.workspace,
+        sandbox=lambda: session.pool.get(session.spec),
+        ledger=session.ledger,
+    )

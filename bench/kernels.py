@@ -55,13 +55,20 @@ def run_task(sb, task: Path, backend: str, cache, reps: int, tune_budget: float 
     b = benchmark(sb, task, cand, baselines=baselines, reps=reps, copy_bandwidth=True)
     row.update(config=tuned.best, ok=b.ok, correct=b.ok, error=b.error, detail=b.detail[:300])
     if b.seconds:
-        row.update(ms={k: round(v * 1e3, 4) for k, v in b.seconds.items()},
-                   speedup_vs_eager=b.speedup_vs_eager, speedup_vs_compile=b.speedup_vs_compile,
-                   speedup_vs_eager_min=b.speedup_min.get("eager"),
-                   speedup_vs_compile_min=b.speedup_min.get("compile"),
-                   compile_s=b.compile_s, achieved_gbps=b.achieved_gbps, copy_gbps=b.copy_gbps,
-                   achieved_gbps_best=b.achieved_gbps_best, copy_gbps_best=b.copy_gbps_best,
-                   copy_gbps_large=b.copy_gbps_large, copy_gbps_large_best=b.copy_gbps_large_best)
+        row.update(
+            ms={k: round(v * 1e3, 4) for k, v in b.seconds.items()},
+            speedup_vs_eager=b.speedup_vs_eager,
+            speedup_vs_compile=b.speedup_vs_compile,
+            speedup_vs_eager_min=b.speedup_min.get("eager"),
+            speedup_vs_compile_min=b.speedup_min.get("compile"),
+            compile_s=b.compile_s,
+            achieved_gbps=b.achieved_gbps,
+            copy_gbps=b.copy_gbps,
+            achieved_gbps_best=b.achieved_gbps_best,
+            copy_gbps_best=b.copy_gbps_best,
+            copy_gbps_large=b.copy_gbps_large,
+            copy_gbps_large_best=b.copy_gbps_large_best,
+        )
         if p.template.kind in ("elementwise", "rowreduce"):
             row["memory_bound"] = True
             row["bandwidth_fraction"] = b.bandwidth_fraction
@@ -82,10 +89,15 @@ def summarise(rows: list[dict], backend: str) -> dict:
             r["bandwidth_fraction_run_best"] = r["achieved_gbps_best"] / copy_best
     n = len(rows)
     fast = [r for r in rows if r.get("correct") and (r.get("speedup_vs_eager") or 0) > 1.0]
+
     def fractions(key):
         xs = [r[key] for r in rows if r.get("memory_bound") and r.get(key)]
-        return {"geomean": geomean(xs), "min": min(xs) if xs else None,
-                "tasks_at_or_above_0.7": sum(1 for x in xs if x >= 0.7), "memory_bound_tasks": len(xs)}
+        return {
+            "geomean": geomean(xs),
+            "min": min(xs) if xs else None,
+            "tasks_at_or_above_0.7": sum(1 for x in xs if x >= 0.7),
+            "memory_bound_tasks": len(xs),
+        }
 
     out = {
         "backend": backend,
@@ -95,7 +107,9 @@ def summarise(rows: list[dict], backend: str) -> dict:
         "geomean_speedup_vs_eager": geomean([r.get("speedup_vs_eager") for r in rows if r.get("correct")]),
         "geomean_speedup_vs_compile": geomean([r.get("speedup_vs_compile") for r in rows if r.get("correct")]),
         # the same ratios from each implementation's best repetition: less noise from neighbours
-        "fast_1_min": sum(1 for r in rows if r.get("correct") and (r.get("speedup_vs_eager_min") or 0) > 1.0) / n if n else 0.0,
+        "fast_1_min": sum(1 for r in rows if r.get("correct") and (r.get("speedup_vs_eager_min") or 0) > 1.0) / n
+        if n
+        else 0.0,
         "geomean_speedup_vs_eager_min": geomean([r.get("speedup_vs_eager_min") for r in rows if r.get("correct")]),
         "geomean_speedup_vs_compile_min": geomean([r.get("speedup_vs_compile_min") for r in rows if r.get("correct")]),
         "bandwidth_fraction": fractions("bandwidth_fraction"),
@@ -108,8 +122,10 @@ def summarise(rows: list[dict], backend: str) -> dict:
 
 
 def _fractions(b: dict) -> str:
-    return (f"geomean **{(b['geomean'] or 0):.2f}**, min {(b['min'] or 0):.2f}, "
-            f"{b['tasks_at_or_above_0.7']}/{b['memory_bound_tasks']} tasks at >= 0.7")
+    return (
+        f"geomean **{(b['geomean'] or 0):.2f}**, min {(b['min'] or 0):.2f}, "
+        f"{b['tasks_at_or_above_0.7']}/{b['memory_bound_tasks']} tasks at >= 0.7"
+    )
 
 
 def markdown(summary: dict, rows: list[dict], mach: dict, seconds: float) -> str:
@@ -137,9 +153,11 @@ def markdown(summary: dict, rows: list[dict], mach: dict, seconds: float) -> str
     for r in rows:
         ms = r.get("ms", {})
         f = lambda v, d=2: "" if v is None else f"{v:.{d}f}"  # noqa: E731
-        lines.append(f"| {r['task']} | {r.get('template', '-')} | {'yes' if r.get('correct') else 'no: ' + str(r.get('reason') or r.get('detail') or '')[:60]} "
-                     f"| {f(ms.get('eager'), 3)} | {f(ms.get('compile'), 3)} | {f(ms.get('candidate'), 3)} "
-                     f"| {f(r.get('speedup_vs_eager'))} | {f(r.get('speedup_vs_compile'))} | {f(r.get('bandwidth_fraction'))} | {f(r.get('copy_gbps'), 1)} / {f(r.get('copy_gbps_large'), 1)} |")
+        lines.append(
+            f"| {r['task']} | {r.get('template', '-')} | {'yes' if r.get('correct') else 'no: ' + str(r.get('reason') or r.get('detail') or '')[:60]} "
+            f"| {f(ms.get('eager'), 3)} | {f(ms.get('compile'), 3)} | {f(ms.get('candidate'), 3)} "
+            f"| {f(r.get('speedup_vs_eager'))} | {f(r.get('speedup_vs_compile'))} | {f(r.get('bandwidth_fraction'))} | {f(r.get('copy_gbps'), 1)} / {f(r.get('copy_gbps_large'), 1)} |"
+        )
     return "\n".join(lines)
 
 
@@ -162,7 +180,9 @@ def main() -> None:
         summary = summarise(rows, saved.get("backend", "cpp"))
         out = {**summary, "machine": saved["machine"], "seconds": saved["seconds"], "per_task": rows}
         if args.write_results:
-            write_section(subsection("### Suite (cpp backend)", markdown(summary, rows, saved["machine"], saved["seconds"])))
+            write_section(
+                subsection("### Suite (cpp backend)", markdown(summary, rows, saved["machine"], saved["seconds"]))
+            )
         print(json.dumps(out, indent=1, default=str))
         return
 
@@ -187,17 +207,21 @@ def main() -> None:
         with kernel_sandbox(args.sandbox) as sb, progress() as prog:
             bar = prog.add_task("kernels", total=len(tasks))
             for task in tasks:
+
                 def say(msg, _bar=bar):
                     prog.update(_bar, description=msg)
+
                 try:
                     row = run_task(sb, task, args.backend, cache, args.reps, args.tune_budget, baselines, say)
                 except Exception as exc:  # one broken task must not hide the others' figures
                     row = {"task": task.stem, "ok": False, "reason": f"{type(exc).__name__}: {exc}"[:300]}
                 rows.append(row)
                 prog.advance(bar)
-                err.print(f"{task.stem}: vs eager {row.get('speedup_vs_eager') or 0:.2f}x, vs compile "
-                          f"{row.get('speedup_vs_compile') or 0:.2f}x, bw {row.get('bandwidth_fraction') or 0:.2f}"
-                          + ("" if row.get("correct") else f"  [{row.get('reason') or row.get('detail')}]"))
+                err.print(
+                    f"{task.stem}: vs eager {row.get('speedup_vs_eager') or 0:.2f}x, vs compile "
+                    f"{row.get('speedup_vs_compile') or 0:.2f}x, bw {row.get('bandwidth_fraction') or 0:.2f}"
+                    + ("" if row.get("correct") else f"  [{row.get('reason') or row.get('detail')}]")
+                )
     summary = summarise(rows, args.backend)
     seconds = time.time() - t0
     out = {**summary, "machine": mach, "seconds": round(seconds, 1), "per_task": rows}

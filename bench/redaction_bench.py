@@ -114,7 +114,9 @@ def measure_assay(corpus: Corpus, repeats: int = 11) -> dict:
         "redaction_mb_per_s": round(mb / statistics.median(times), 1),
         "redaction_mb_per_s_best": round(mb / min(times), 1),
         "redaction_mb_per_s_cpu": round(mb / statistics.median(cpu), 1),
-        "redaction_engine": "re2bulk: located rules in its library, whole-text passes on a second thread" if re2bulk.unavailable() is None else f"Python, one thread ({re2bulk.unavailable()})",
+        "redaction_engine": "re2bulk: located rules in its library, whole-text passes on a second thread"
+        if re2bulk.unavailable() is None
+        else f"Python, one thread ({re2bulk.unavailable()})",
         "redaction_mb_per_s_one_thread": round(mb / statistics.median(single), 1),
         "redaction_mb_per_s_one_thread_cpu": round(mb / statistics.median(single_cpu), 1),
         "redaction_mb_per_s_without_library": round(mb / statistics.median(python), 1),
@@ -160,7 +162,9 @@ def measure_detect_secrets(corpus: Corpus) -> dict:
         ok = False
         lines = range(first - 1 if label.kind == "private-key" else first, last + 1)
         for ln in lines:
-            line_text = corpus.text[line_starts[ln - 1] : line_starts[ln] if ln < len(line_starts) else len(corpus.text)]
+            line_text = corpus.text[
+                line_starts[ln - 1] : line_starts[ln] if ln < len(line_starts) else len(corpus.text)
+            ]
             for value in by_line.get(ln, []):
                 if label.kind == "private-key" and ln == first - 1:
                     ok = True
@@ -207,10 +211,14 @@ def redaction_figures(size: int = 1_000_000, seed: int = 20251003, repeats: int 
         **assay,
         **ds,
     }
-    figures["vs_detect_secrets_speed_ratio"] = round(assay["redaction_mb_per_s"] / max(ds["detect_secrets_mb_per_s"], 1e-9), 1)
+    figures["vs_detect_secrets_speed_ratio"] = round(
+        assay["redaction_mb_per_s"] / max(ds["detect_secrets_mb_per_s"], 1e-9), 1
+    )
     # The same figures in CPU time: on a shared host, wall time also counts the time other jobs
     # held the CPU. assay's counts both its threads, so this ratio is per CPU-second.
-    figures["vs_detect_secrets_speed_ratio_cpu"] = round(assay["redaction_mb_per_s_cpu"] / max(ds["detect_secrets_mb_per_s_cpu"], 1e-9), 1)
+    figures["vs_detect_secrets_speed_ratio_cpu"] = round(
+        assay["redaction_mb_per_s_cpu"] / max(ds["detect_secrets_mb_per_s_cpu"], 1e-9), 1
+    )
     figures["clean_text_mb_per_s"], figures["clean_text_mb_per_s_cpu"] = clean_throughput(size, seed, repeats)
     figures["load_avg_1m_before"] = load_before
     return figures

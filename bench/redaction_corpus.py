@@ -49,7 +49,9 @@ class _Builder:
         self.parts.append(text)
         self.size += len(text)
 
-    def plant(self, before: str, value: str, after: str, family: str, kind: str, label_value: str | None = None) -> None:
+    def plant(
+        self, before: str, value: str, after: str, family: str, kind: str, label_value: str | None = None
+    ) -> None:
         self.add(before)
         self.labels.append(Label(self.size, self.size + len(value), family, kind, label_value or value))
         self.add(value)
@@ -61,34 +63,49 @@ class _Builder:
 
 # -- in-the-wild secrets: formats taken from the providers' documented token shapes ----------
 
+
 def _secrets(b: _Builder) -> list[tuple[str, str, str]]:
     """(kind, value, context template with {v}) for one of each kind, freshly random."""
     r = b.rand
     jwt_header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
-    jwt_body = base64.urlsafe_b64encode(('{"sub":"' + r(ALNUM, 10) + '","iat":' + str(b.rng.randrange(10**9, 2 * 10**9)) + "}").encode()).rstrip(b"=").decode()
+    jwt_body = (
+        base64.urlsafe_b64encode(
+            ('{"sub":"' + r(ALNUM, 10) + '","iat":' + str(b.rng.randrange(10**9, 2 * 10**9)) + "}").encode()
+        )
+        .rstrip(b"=")
+        .decode()
+    )
     jwt = f"{jwt_header}.{jwt_body}.{r(ALNUM + '-_', 43)}"
     return [
-        ("aws-access-key-id", "AKIA" + r(UPPER_B32, 16), 'aws_access_key_id = {v}\n'),
-        ("aws-secret-access-key", r(B64, 40), 'aws_secret_access_key = {v}\n'),
-        ("github-pat", "ghp_" + r(ALNUM, 36), 'git clone https://{v}@github.com/acme/private.git\n'),
+        ("aws-access-key-id", "AKIA" + r(UPPER_B32, 16), "aws_access_key_id = {v}\n"),
+        ("aws-secret-access-key", r(B64, 40), "aws_secret_access_key = {v}\n"),
+        ("github-pat", "ghp_" + r(ALNUM, 36), "git clone https://{v}@github.com/acme/private.git\n"),
         ("github-fine-grained-pat", "github_pat_" + r(ALNUM + "_", 82), 'export GH_TOKEN="{v}"\n'),
-        ("gitlab-pat", "glpat-" + r(ALNUM + "-_", 20), 'PRIVATE-TOKEN: {v}\n'),
-        ("slack-bot-token", f"xoxb-{r(string.digits, 12)}-{r(string.digits, 12)}-{r(ALNUM, 24)}", '  "slack_token": "{v}",\n'),
-        ("slack-webhook", "https://hooks.slack.com/services/T" + r(UPPER_B32, 8) + "/B" + r(UPPER_B32, 8) + "/" + r(ALNUM, 24), 'POST {v} 200\n'),
+        ("gitlab-pat", "glpat-" + r(ALNUM + "-_", 20), "PRIVATE-TOKEN: {v}\n"),
+        (
+            "slack-bot-token",
+            f"xoxb-{r(string.digits, 12)}-{r(string.digits, 12)}-{r(ALNUM, 24)}",
+            '  "slack_token": "{v}",\n',
+        ),
+        (
+            "slack-webhook",
+            "https://hooks.slack.com/services/T" + r(UPPER_B32, 8) + "/B" + r(UPPER_B32, 8) + "/" + r(ALNUM, 24),
+            "POST {v} 200\n",
+        ),
         ("stripe-secret-key", "sk_live_" + r(ALNUM, 24), 'stripe.api_key = "{v}"\n'),
-        ("openai-api-key", "sk-" + r(ALNUM, 20) + "T3BlbkFJ" + r(ALNUM, 20), 'OPENAI_API_KEY={v}\n'),
-        ("anthropic-api-key", "sk-ant-api03-" + r(ALNUM + "-_", 93) + "AA", 'x-api-key: {v}\n'),
+        ("openai-api-key", "sk-" + r(ALNUM, 20) + "T3BlbkFJ" + r(ALNUM, 20), "OPENAI_API_KEY={v}\n"),
+        ("anthropic-api-key", "sk-ant-api03-" + r(ALNUM + "-_", 93) + "AA", "x-api-key: {v}\n"),
         ("gcp-api-key", "AIza" + r(ALNUM + "-_", 35), 'const key = "{v}";\n'),
-        ("jwt", jwt, 'Authorization: Bearer {v}\n'),
-        ("npm-token", "npm_" + r(ALNUM, 36), '//registry.npmjs.org/:_authToken={v}\n'),
-        ("pypi-token", "pypi-AgEIcHlwaS5vcmc" + r(ALNUM + "-_", 70), 'password = {v}\n'),
+        ("jwt", jwt, "Authorization: Bearer {v}\n"),
+        ("npm-token", "npm_" + r(ALNUM, 36), "//registry.npmjs.org/:_authToken={v}\n"),
+        ("pypi-token", "pypi-AgEIcHlwaS5vcmc" + r(ALNUM + "-_", 70), "password = {v}\n"),
         ("sendgrid-api-key", "SG." + r(ALNUM + "-_", 22) + "." + r(ALNUM + "-_", 43), 'SENDGRID_API_KEY="{v}"\n'),
-        ("twilio-api-key", "SK" + r(HEX, 32), 'twilio_key: {v}\n'),
-        ("huggingface-token", "hf_" + r(string.ascii_letters, 34), 'HF_TOKEN={v}\n'),
+        ("twilio-api-key", "SK" + r(HEX, 32), "twilio_key: {v}\n"),
+        ("huggingface-token", "hf_" + r(string.ascii_letters, 34), "HF_TOKEN={v}\n"),
         ("digitalocean-pat", "dop_v1_" + r(HEX, 64), 'do_token = "{v}"\n'),
         ("generic-password", r(ALNUM, 6) + b.rng.choice("0123456789") + r(ALNUM, 7) + "!", 'db_password = "{v}"\n'),
         ("generic-api-key", r(ALNUM, 32), 'api_key: "{v}"\n'),
-        ("high-entropy-token", r(ALNUM, 40), 'session established sid={v} user=42\n'),
+        ("high-entropy-token", r(ALNUM, 40), "session established sid={v} user=42\n"),
     ]
 
 
@@ -99,6 +116,7 @@ def _pem(b: _Builder) -> str:
 
 
 # -- personal data ------------------------------------------------------------------------
+
 
 def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
     digits = prefix + "".join(rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
@@ -127,18 +145,49 @@ def _pii(b: _Builder) -> list[tuple[str, str, str]]:
     card = _luhn_complete(rng.choice(["4", "51", "37"]), 16 if rng.random() < 0.8 else 15, rng)
     card = " ".join(card[i : i + 4] for i in range(0, len(card), 4)) if rng.random() < 0.5 else card
     return [
-        ("email", f"{first}.{b.rand(string.ascii_lowercase, 5)}@{rng.choice(['example.com', 'corp.example.org', 'mail.test'])}", 'From: {v}\n'),
-        ("phone", f"+1 {rng.randrange(200, 999)} {rng.randrange(200, 999)} {rng.randrange(1000, 9999)}", 'contact phone {v}\n'),
-        ("ipv4", f"{rng.randrange(11, 223)}.{rng.randrange(0, 255)}.{rng.randrange(0, 255)}.{rng.randrange(1, 254)}", '{v} - - [10/Oct/2025:13:55:36] "GET /api HTTP/1.1" 200\n'),
-        ("ipv6", f"2001:db8:{rng.randrange(1, 0xffff):x}::{rng.randrange(1, 0xffff):x}", 'client {v} connected\n'),
-        ("credit-card", card, 'charge card={v} amount=12.00\n'),
-        ("iban", _iban(rng), 'payout to {v}\n'),
+        (
+            "email",
+            f"{first}.{b.rand(string.ascii_lowercase, 5)}@{rng.choice(['example.com', 'corp.example.org', 'mail.test'])}",
+            "From: {v}\n",
+        ),
+        (
+            "phone",
+            f"+1 {rng.randrange(200, 999)} {rng.randrange(200, 999)} {rng.randrange(1000, 9999)}",
+            "contact phone {v}\n",
+        ),
+        (
+            "ipv4",
+            f"{rng.randrange(11, 223)}.{rng.randrange(0, 255)}.{rng.randrange(0, 255)}.{rng.randrange(1, 254)}",
+            '{v} - - [10/Oct/2025:13:55:36] "GET /api HTTP/1.1" 200\n',
+        ),
+        ("ipv6", f"2001:db8:{rng.randrange(1, 0xFFFF):x}::{rng.randrange(1, 0xFFFF):x}", "client {v} connected\n"),
+        ("credit-card", card, "charge card={v} amount=12.00\n"),
+        ("iban", _iban(rng), "payout to {v}\n"),
     ]
 
 
 # -- clean filler that looks like tool output ------------------------------------------------
 
-_WORDS = ["model", "kernel", "tensor", "batch", "softmax", "compile", "autotune", "layer", "shape", "device", "stride", "block", "grid", "warp", "cache", "load", "store", "reduce"]
+_WORDS = [
+    "model",
+    "kernel",
+    "tensor",
+    "batch",
+    "softmax",
+    "compile",
+    "autotune",
+    "layer",
+    "shape",
+    "device",
+    "stride",
+    "block",
+    "grid",
+    "warp",
+    "cache",
+    "load",
+    "store",
+    "reduce",
+]
 
 
 def _code(b: _Builder) -> str:
@@ -185,7 +234,7 @@ def _decoy(b: _Builder) -> str:
     rng = b.rng
     choice = rng.randrange(4)
     if choice == 0:
-        return f"commit {b.rand(HEX, 40)}\nAuthor: Dev <dev@users.noreply.invalid>\n"[: 48] + "\n"
+        return f"commit {b.rand(HEX, 40)}\nAuthor: Dev <dev@users.noreply.invalid>\n"[:48] + "\n"
     if choice == 1:
         return f"sha256:{b.rand(HEX, 64)}\n"
     if choice == 2:
@@ -214,7 +263,13 @@ def generate(size: int = 1_000_000, seed: int = 20251003, secret_every: int = 15
                 b.plant(before, value, after, "secret", kind)
             elif roll < 0.65:
                 body = _pem(b)
-                b.plant("-----BEGIN RSA PRIVATE KEY-----\n", body, "\n-----END RSA PRIVATE KEY-----\n", "secret", "private-key")
+                b.plant(
+                    "-----BEGIN RSA PRIVATE KEY-----\n",
+                    body,
+                    "\n-----END RSA PRIVATE KEY-----\n",
+                    "secret",
+                    "private-key",
+                )
             elif roll < 0.8:
                 kind, value, ctx = b.rng.choice(_pii(b))
                 before, after = ctx.split("{v}")

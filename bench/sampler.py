@@ -55,16 +55,42 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "k.cpp").write_text(KERNEL)
-        subprocess.run(["g++", "-O2", "-fPIC", "-shared", str(ROOT / "verifiers" / "kernel" / "harness" / "sampler.cpp"),
-                        "-o", str(folder / "sampler.so"), "-lrt"], check=True)
-        subprocess.run(["g++", "-O3", "-march=native", "-ffast-math", "-fPIC", "-shared", "-fopenmp", str(folder / "k.cpp"),
-                        "-o", str(folder / "libk.so")], check=True)
+        subprocess.run(
+            [
+                "g++",
+                "-O2",
+                "-fPIC",
+                "-shared",
+                str(ROOT / "verifiers" / "kernel" / "harness" / "sampler.cpp"),
+                "-o",
+                str(folder / "sampler.so"),
+                "-lrt",
+            ],
+            check=True,
+        )
+        subprocess.run(
+            [
+                "g++",
+                "-O3",
+                "-march=native",
+                "-ffast-math",
+                "-fPIC",
+                "-shared",
+                "-fopenmp",
+                str(folder / "k.cpp"),
+                "-o",
+                str(folder / "libk.so"),
+            ],
+            check=True,
+        )
         sampler = worker.Sampler(str(folder / "sampler.so"), args.sample_us)
         lib = ctypes.CDLL(str(folder / "libk.so"))
         x = torch.randn(4096, 1024)
         y = torch.empty_like(x)
         subjects = {
-            "own_kernel": lambda: lib.own_softmax(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), 4096, 1024),
+            "own_kernel": lambda: lib.own_softmax(
+                ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), 4096, 1024
+            ),
             "torch_softmax": lambda: torch.softmax(x, -1),
         }
         per_call: dict[tuple[str, bool], list[float]] = {}
@@ -84,9 +110,14 @@ def main() -> None:
                         sampler.disarm()
                     per_call.setdefault((name, armed), []).append(elapsed / args.calls)
         report = sampler.report()
-    out = {"sample_us": args.sample_us, "rounds": args.rounds, "calls_per_round": args.calls,
-           "samples": report["count"], "sampled_vs_cpu": round(report["sampled_ms"] / max(report["cpu_ms"], 1e-9), 3),
-           "problems": report["problems"]}
+    out = {
+        "sample_us": args.sample_us,
+        "rounds": args.rounds,
+        "calls_per_round": args.calls,
+        "samples": report["count"],
+        "sampled_vs_cpu": round(report["sampled_ms"] / max(report["cpu_ms"], 1e-9), 3),
+        "problems": report["problems"],
+    }
     for name in subjects:
         off, on = statistics.median(per_call[(name, False)]), statistics.median(per_call[(name, True)])
         out[f"{name}_ms"] = round(off * 1e3, 4)

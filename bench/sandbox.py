@@ -109,13 +109,18 @@ def machine() -> dict:
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
     try:
-        info["docker"] = subprocess.run(
-            ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True, timeout=10
-        ).stdout.strip() or "not running"
+        info["docker"] = (
+            subprocess.run(
+                ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or "not running"
+        )
     except (OSError, subprocess.TimeoutExpired):
         info["docker"] = "not installed"
     try:
-        info["bwrap"] = subprocess.run(["bwrap", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        info["bwrap"] = subprocess.run(
+            ["bwrap", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except OSError:
         info["bwrap"] = "not installed"
     return info
@@ -189,10 +194,17 @@ def main(argv: list[str] | None = None) -> int:
         "cold_samples": args.cold,
     }
     bare_all: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="assay-bench-") as tmp, Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=False,
-    ) as progress:
+    with (
+        tempfile.TemporaryDirectory(prefix="assay-bench-") as tmp,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        ) as progress,
+    ):
         for name in args.backend or BACKENDS:
             ok, detail = avail[name]
             if not ok:

@@ -14,8 +14,10 @@ from _kernels_common import err, geomean, kernel_sandbox, machine, progress, sub
 
 
 def gpu_visible(sb) -> str | None:
-    res = sb.exec(["python", "-c", "import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else '')"],
-                  timeout=120)
+    res = sb.exec(
+        ["python", "-c", "import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else '')"],
+        timeout=120,
+    )
     name = res.stdout.strip().splitlines()[-1] if res.ok and res.stdout.strip() else ""
     return name or None
 
@@ -31,8 +33,10 @@ def main(args) -> None:
     with kernel_sandbox(args.sandbox) as sb, progress() as prog:
         gpu = gpu_visible(sb)
         if gpu is None:
-            err.print("[yellow]no GPU visible in the sandbox: Triton correctness under TRITON_INTERPRET=1 only, "
-                      "at small odd sizes (the interpreter runs each program in numpy), no timing[/yellow]")
+            err.print(
+                "[yellow]no GPU visible in the sandbox: Triton correctness under TRITON_INTERPRET=1 only, "
+                "at small odd sizes (the interpreter runs each program in numpy), no timing[/yellow]"
+            )
             from assay.kernels.task import shrunk
 
             small = sb.spec.workspace / "tasks"
@@ -52,28 +56,51 @@ def main(args) -> None:
                     tuned = autotune(sb, task, p.template, p.space, None)
                     cand.write_text(render(p.template, tuned.best or p.space.configs[0]))
                     b = benchmark(sb, task, cand, baselines=("eager", "compile"), reps=args.reps)
-                    row.update(config=tuned.best, correct=b.ok, speedup_vs_eager=b.speedup_vs_eager,
-                               speedup_vs_compile=b.speedup_vs_compile, ms={k: v * 1e3 for k, v in b.seconds.items()})
+                    row.update(
+                        config=tuned.best,
+                        correct=b.ok,
+                        speedup_vs_eager=b.speedup_vs_eager,
+                        speedup_vs_compile=b.speedup_vs_compile,
+                        ms={k: v * 1e3 for k, v in b.seconds.items()},
+                    )
                 else:
                     cand.write_text(render(p.template, p.space.configs[0]))
                     res = quick_test(sb, task, cand, seeds=(0, 1))
-                    row.update(correct=res.ok, max_abs_err=max((t.get("max_abs_err") or 0) for t in res.trials)
-                               if res.trials else None, detail=res.detail[-300:])
+                    row.update(
+                        correct=res.ok,
+                        max_abs_err=max((t.get("max_abs_err") or 0) for t in res.trials) if res.trials else None,
+                        detail=res.detail[-300:],
+                    )
             rows.append(row)
             prog.advance(bar)
     n = len(rows)
-    out = {"backend": "triton", "gpu": gpu, "mode": "timed on GPU" if gpu else "TRITON_INTERPRET=1 correctness only",
-           "tasks": n, "correct": sum(1 for r in rows if r.get("correct")), "seconds": round(time.time() - t0, 1),
-           "machine": machine(), "per_task": rows}
+    out = {
+        "backend": "triton",
+        "gpu": gpu,
+        "mode": "timed on GPU" if gpu else "TRITON_INTERPRET=1 correctness only",
+        "tasks": n,
+        "correct": sum(1 for r in rows if r.get("correct")),
+        "seconds": round(time.time() - t0, 1),
+        "machine": machine(),
+        "per_task": rows,
+    }
     if gpu:
         fast = [r for r in rows if r.get("correct") and (r.get("speedup_vs_eager") or 0) > 1]
-        out.update(fast_1=len(fast) / n, geomean_speedup_vs_eager=geomean([r.get("speedup_vs_eager") for r in rows]),
-                   geomean_speedup_vs_compile=geomean([r.get("speedup_vs_compile") for r in rows]))
+        out.update(
+            fast_1=len(fast) / n,
+            geomean_speedup_vs_eager=geomean([r.get("speedup_vs_eager") for r in rows]),
+            geomean_speedup_vs_compile=geomean([r.get("speedup_vs_compile") for r in rows]),
+        )
     if args.write_results:
-        body = (f"{out['mode']}: {out['correct']}/{n} tasks correct"
-                + (f" on {gpu}; fast_1 {out['fast_1']:.2f}, geomean vs eager {out['geomean_speedup_vs_eager']:.2f}x, "
-                   f"vs torch.compile {out['geomean_speedup_vs_compile']:.2f}x" if gpu else
-                   " (no GPU on this machine; the interpreter runs kernels in numpy, so no timing is reported)")
-                + f". {out['seconds']:.0f} s.")
+        body = (
+            f"{out['mode']}: {out['correct']}/{n} tasks correct"
+            + (
+                f" on {gpu}; fast_1 {out['fast_1']:.2f}, geomean vs eager {out['geomean_speedup_vs_eager']:.2f}x, "
+                f"vs torch.compile {out['geomean_speedup_vs_compile']:.2f}x"
+                if gpu
+                else " (no GPU on this machine; the interpreter runs kernels in numpy, so no timing is reported)"
+            )
+            + f". {out['seconds']:.0f} s."
+        )
         write_section(subsection("### Triton backend", body))
     print(json.dumps(out, indent=1, default=str))

@@ -54,7 +54,10 @@ def verify(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
     hash_only: Annotated[
         bool,
-        typer.Option("--hash-only", help="Check the hash chain without the verifier's signatures (where its public key is not at hand)."),
+        typer.Option(
+            "--hash-only",
+            help="Check the hash chain without the verifier's signatures (where its public key is not at hand).",
+        ),
     ] = False,
 ) -> None:
     """Walk the verdict chain: exit 0 if intact, 1 naming the first bad row.
@@ -84,10 +87,20 @@ def verify(
         unguarded = [t for t, ok in ledger.guards().items() if not ok]
         where = ledger.url
     if as_json:
-        typer.echo(json.dumps({
-            "ok": report.ok, "count": report.count, "head": report.head, "problem": report.problem,
-            "row_id": report.row_id, "detail": report.detail, "url": where, "unguarded_tables": unguarded,
-        }))
+        typer.echo(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "count": report.count,
+                    "head": report.head,
+                    "problem": report.problem,
+                    "row_id": report.row_id,
+                    "detail": report.detail,
+                    "url": where,
+                    "unguarded_tables": unguarded,
+                }
+            )
+        )
     else:
         line = f"{report.summary()} ({where})"
         if unguarded:

@@ -41,7 +41,9 @@ def sign(
     from assay.policies.signing import sign_manifest
 
     if all_shipped == (manifest is not None):
-        raise UserError("give either a MANIFEST or --all-shipped", "e.g. assay policy sign policies/manifests/workspace-agent.toml")
+        raise UserError(
+            "give either a MANIFEST or --all-shipped", "e.g. assay policy sign policies/manifests/workspace-agent.toml"
+        )
     if manifest is not None:
         typer.echo(f"signed {manifest} -> {sign_manifest(manifest, key, out)}")
         return

@@ -22,8 +22,15 @@ out = Console()
 
 def _progress(total_steps: int):
     """A progress bar over the step budget; the live line names what the run is doing."""
-    prog = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
-                    TimeElapsedColumn(), console=err, transient=False)
+    prog = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} steps"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
     task = prog.add_task("starting", total=total_steps)
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
@@ -35,13 +42,17 @@ def _progress(total_steps: int):
             prog.update(task, description="verifying (fresh sandboxes, held-out inputs)")
         elif kind == "approval":
             prog.update(task, description=f"waiting for approval {data['id']}: {data['tool']} ({data['reason']})")
-            err.print(f"[yellow]approval needed[/]: {data['tool']} {json.dumps(data['arguments'])[:200]}\n"
-                      f"  reason: {data['reason']}\n  decide with: assay approve RUN  or  assay deny RUN  (or in assay tui)")
+            err.print(
+                f"[yellow]approval needed[/]: {data['tool']} {json.dumps(data['arguments'])[:200]}\n"
+                f"  reason: {data['reason']}\n  decide with: assay approve RUN  or  assay deny RUN  (or in assay tui)"
+            )
 
     return prog, on_event
 
 
-def _reports(outcomes: list, json_path: Path | None, junit: Path | None, sarif: Path | None, quiet: bool = False) -> int:
+def _reports(
+    outcomes: list, json_path: Path | None, junit: Path | None, sarif: Path | None, quiet: bool = False
+) -> int:
     from assay.ledger import Ledger
     from assay.reports.verdicts import print_summary, summary, write_json, write_junit, write_sarif
 
@@ -61,7 +72,9 @@ def _reports(outcomes: list, json_path: Path | None, junit: Path | None, sarif: 
         write_sarif(sarif, rows)
     waiting = [o for o in outcomes if o.waiting]
     for o in waiting:
-        err.print(f"run {o.run_id} is paused, waiting for approval {o.waiting['id']}; continue with `assay approve {o.run_id}` then `assay resume {o.run_id}`")
+        err.print(
+            f"run {o.run_id} is paused, waiting for approval {o.waiting['id']}; continue with `assay approve {o.run_id}` then `assay resume {o.run_id}`"
+        )
     if rows and not waiting and all(r["passed"] or r["inconclusive"] for r in rows):
         return 0 if all(r["passed"] for r in rows) else 3
     return 1
@@ -76,7 +89,9 @@ ReportOpts = dict(
 
 def run(
     job_file: Path = typer.Argument(..., help="job file, e.g. examples/kernel/softmax.toml"),
-    brain: str | None = typer.Option(None, "--brain", help="override the job's brain: playbook, local, provider:model, MODEL@URL"),
+    brain: str | None = typer.Option(
+        None, "--brain", help="override the job's brain: playbook, local, provider:model, MODEL@URL"
+    ),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="wait for approvals (default) or leave the run paused"),
     json_path: Path | None = ReportOpts["json_path"],
     junit: Path | None = ReportOpts["junit"],
@@ -163,14 +178,23 @@ def verdicts(
     bad_from = chain.row_id if not chain.ok else None
     items = []
     for v in rows:
-        items.append({
-            "id": v.id, "run_id": v.run_id, "passed": bool(v.payload.get("passed")), "kind": v.payload.get("kind"),
-            "reasons": v.payload.get("reasons", []), "metrics": v.payload.get("metrics", {}),
-            "criteria_hash": v.payload.get("criteria_hash"), "submission_hash": v.payload.get("submission_hash"),
-            "signature": check_row(public, v.run_id, v.key, v.payload, v.signature),
-            "chain": "ok" if bad_from is None or v.id < bad_from else ("broken here" if v.id == bad_from else "after a break"),
-            "created_at": v.created_at.isoformat(),
-        })
+        items.append(
+            {
+                "id": v.id,
+                "run_id": v.run_id,
+                "passed": bool(v.payload.get("passed")),
+                "kind": v.payload.get("kind"),
+                "reasons": v.payload.get("reasons", []),
+                "metrics": v.payload.get("metrics", {}),
+                "criteria_hash": v.payload.get("criteria_hash"),
+                "submission_hash": v.payload.get("submission_hash"),
+                "signature": check_row(public, v.run_id, v.key, v.payload, v.signature),
+                "chain": "ok"
+                if bad_from is None or v.id < bad_from
+                else ("broken here" if v.id == bad_from else "after a break"),
+                "created_at": v.created_at.isoformat(),
+            }
+        )
     if as_json:
         print(json.dumps({"chain_ok": chain.ok, "chain": chain.summary(), "verdicts": items}, indent=2))
         return
@@ -178,8 +202,14 @@ def verdicts(
     for col in ("id", "run", "result", "signature", "chain", "reasons"):
         t.add_column(col, overflow="fold")
     for i in items:
-        t.add_row(str(i["id"]), i["run_id"], "[green]PASS[/]" if i["passed"] else "[red]FAIL[/]", i["signature"], i["chain"],
-                  "; ".join(i["reasons"])[:80])
+        t.add_row(
+            str(i["id"]),
+            i["run_id"],
+            "[green]PASS[/]" if i["passed"] else "[red]FAIL[/]",
+            i["signature"],
+            i["chain"],
+            "; ".join(i["reasons"])[:80],
+        )
     out.print(t)
 
 
@@ -195,4 +225,3 @@ def register(app: typer.Typer) -> None:
     app.command("approve")(approve)
     app.command("deny")(deny)
     app.command("verdicts")(verdicts)
-

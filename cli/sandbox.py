@@ -19,7 +19,10 @@ class BackendChoice(str, enum.Enum):
 @app.command()
 def check(
     backend: BackendChoice = typer.Option(
-        BackendChoice.auto, "--backend", "-b", help="auto (docker if a daemon answers, else bwrap), docker, bwrap, or all."
+        BackendChoice.auto,
+        "--backend",
+        "-b",
+        help="auto (docker if a daemon answers, else bwrap), docker, bwrap, or all.",
     ),
 ) -> None:
     """Show each backend's availability and attack the chosen one(s); exit 0 only if every check passes."""

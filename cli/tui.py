@@ -10,7 +10,9 @@ import typer
 
 
 def tui(
-    job: Path | None = typer.Option(None, "--job", help="job file offered when starting a run (default: examples/kernel/softmax.toml if present)"),
+    job: Path | None = typer.Option(
+        None, "--job", help="job file offered when starting a run (default: examples/kernel/softmax.toml if present)"
+    ),
     poll: float = typer.Option(1.0, "--poll", min=0.1, max=60, help="seconds between ledger reads"),
 ) -> None:
     """Watch runs live, approve or deny gated calls, read verdicts: keyboard-first, 80x24 and up."""

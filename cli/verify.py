@@ -82,16 +82,38 @@ def _verify_command(name: str):
         _verify(name, {k: v for k, v in options.items() if v is not None}, **kw)
 
     params = [
-        inspect.Parameter("task", inspect.Parameter.KEYWORD_ONLY, annotation=Path,
-                          default=typer.Argument(..., help="the task file (Model, get_inputs, get_init_inputs, ...)")),
-        inspect.Parameter("submission", inspect.Parameter.KEYWORD_ONLY, annotation=Path,
-                          default=typer.Argument(..., help="the submission's entry file, or a folder holding it")),
-        inspect.Parameter("criteria", inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                          default=typer.Option(_default_criteria(name), "--criteria", help="criteria profile name")),
-        inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                          default=typer.Option(False, "--json", help="print one JSON object: outcome, reasons, checks, metrics, headline")),
-        inspect.Parameter("backend", inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                          default=typer.Option("auto", "--backend", help="sandbox backend: auto, docker or bwrap")),
+        inspect.Parameter(
+            "task",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Path,
+            default=typer.Argument(..., help="the task file (Model, get_inputs, get_init_inputs, ...)"),
+        ),
+        inspect.Parameter(
+            "submission",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Path,
+            default=typer.Argument(..., help="the submission's entry file, or a folder holding it"),
+        ),
+        inspect.Parameter(
+            "criteria",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=str,
+            default=typer.Option(_default_criteria(name), "--criteria", help="criteria profile name"),
+        ),
+        inspect.Parameter(
+            "as_json",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=bool,
+            default=typer.Option(
+                False, "--json", help="print one JSON object: outcome, reasons, checks, metrics, headline"
+            ),
+        ),
+        inspect.Parameter(
+            "backend",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=str,
+            default=typer.Option("auto", "--backend", help="sandbox backend: auto, docker or bwrap"),
+        ),
     ]
     for field_name, info in fields.items():
         kind, choices = _option_type(info.annotation)
@@ -99,32 +121,47 @@ def _verify_command(name: str):
         if flag in GENERIC_FLAGS:  # the kind's own [kernel] backend is not the sandbox's --backend
             flag = f"--{name}-{field_name.replace('_', '-')}"
         words = " ".join(w for w in (info.description or "", choices) if w)
-        params.append(inspect.Parameter(OPTION + field_name, inspect.Parameter.KEYWORD_ONLY, annotation=kind | None,
-                                        default=typer.Option(None, flag, help=f"[{name}] {field_name}: {words}".strip())))
+        params.append(
+            inspect.Parameter(
+                OPTION + field_name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=kind | None,
+                default=typer.Option(None, flag, help=f"[{name}] {field_name}: {words}".strip()),
+            )
+        )
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # typer reads the signature
     command.__annotations__ = {p.name: p.annotation for p in params}
-    command.__doc__ = (f"Verify a {name} SUBMISSION against TASK in fresh sandboxes. Exit 0 if it passes, 1 if it "
-                       "fails, 2 for bad input, 3 if inconclusive (verify again when the machine is quieter).")
+    command.__doc__ = (
+        f"Verify a {name} SUBMISSION against TASK in fresh sandboxes. Exit 0 if it passes, 1 if it "
+        "fails, 2 for bad input, 3 if inconclusive (verify again when the machine is quieter)."
+    )
     return command
 
 
-def _verify(name: str, options: dict[str, Any], *, task: Path, submission: Path, criteria: str, as_json: bool,
-            backend: str) -> None:
+def _verify(
+    name: str, options: dict[str, Any], *, task: Path, submission: Path, criteria: str, as_json: bool, backend: str
+) -> None:
     try:
         outcome, used = _judge(name, options, task, submission, criteria, backend, progress=not as_json)
     except UserError as exc:
         print(f"assay: error: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     if as_json:
-        doc = {"kind": name, "criteria": used, **outcome.verdict_fields(), "inconclusive": outcome.outcome == "inconclusive"}
+        doc = {
+            "kind": name,
+            "criteria": used,
+            **outcome.verdict_fields(),
+            "inconclusive": outcome.outcome == "inconclusive",
+        }
         sys.stdout.write(json.dumps(doc, default=str) + "\n")
     else:
         _show(name, used, outcome)
     raise typer.Exit(outcome.exit_code)
 
 
-def _judge(name: str, options: dict[str, Any], task: Path, submission: Path, criteria: str, backend: str, *,
-           progress: bool):
+def _judge(
+    name: str, options: dict[str, Any], task: Path, submission: Path, criteria: str, backend: str, *, progress: bool
+):
     from assay.sandbox.backends import CHOICES
     from assay.verifiers.kinds import VerifyRequest, verifier_kind
     from assay.verifiers.process import judge
@@ -133,8 +170,9 @@ def _judge(name: str, options: dict[str, Any], task: Path, submission: Path, cri
         raise UserError(f"unknown sandbox backend {backend!r}", f"use one of: {', '.join(CHOICES)}")
     kind = verifier_kind(name)
     entry = submission / kind.entry if submission.is_dir() else submission
-    request = VerifyRequest(kind=name, task_path=task, entry=entry, criteria=criteria, options=options,
-                            sandbox_backend=backend)
+    request = VerifyRequest(
+        kind=name, task_path=task, entry=entry, criteria=criteria, options=options, sandbox_backend=backend
+    )
     if not progress:
         return judge(kind, request)
     return _with_progress(lambda report: judge(kind, request, report))
@@ -145,8 +183,9 @@ def _with_progress(work):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(), console=console, transient=True
+    ) as bar:
         tid = bar.add_task("verifying", total=1.0)
         return work(lambda stage, fraction: bar.update(tid, description=stage, completed=fraction))
 
@@ -170,8 +209,11 @@ def _show(name: str, criteria: str, outcome) -> None:
     if outcome.headline is not None:
         console.print(f"{outcome.headline.name}: {outcome.headline.text()}")
     verdict = {"pass": "[green]PASSED[/]", "inconclusive": "[yellow]FAILED (inconclusive: too busy to time)[/]"}.get(
-        outcome.outcome, "[red]FAILED[/]")
-    console.print(f"{verdict}  criteria {criteria} ({(outcome.criteria_hash or '')[:12]}), "
-                  f"submission {(outcome.candidate_hash or '')[:12]}")
+        outcome.outcome, "[red]FAILED[/]"
+    )
+    console.print(
+        f"{verdict}  criteria {criteria} ({(outcome.criteria_hash or '')[:12]}), "
+        f"submission {(outcome.candidate_hash or '')[:12]}"
+    )
     for reason in outcome.reasons:
         console.print(f"  - {reason[:400]}")

@@ -29,9 +29,9 @@ TUNE_DIR = ".assay-tune"
 class Trial:
     config: dict
     ok: bool
-    seconds: float | None = None    # best of the repetitions (see _rank)
+    seconds: float | None = None  # best of the repetitions (see _rank)
     median_s: float | None = None
-    at_s: float = 0.0               # when it was measured, seconds after autotune() started
+    at_s: float = 0.0  # when it was measured, seconds after autotune() started
     error: str | None = None
 
 
@@ -45,7 +45,7 @@ class TuneResult:
     seeded: list[dict] = field(default_factory=list)
     elapsed_s: float = 0.0
     rounds: int = 0
-    reused: bool = False            # exact-key cache hit taken without a search
+    reused: bool = False  # exact-key cache hit taken without a search
     error: str | None = None
     detail: str = ""
 
@@ -55,8 +55,9 @@ def neighbours(config: dict, space: SearchSpace) -> list[dict]:
     return [c for c in space.configs if sum(c[k] != config.get(k) for k in c) == 1]
 
 
-def plan_rounds(space: SearchSpace, seeds: list[dict], exact: bool, warm_extra: int,
-                round_size: int) -> list[list[dict]]:
+def plan_rounds(
+    space: SearchSpace, seeds: list[dict], exact: bool, warm_extra: int, round_size: int
+) -> list[list[dict]]:
     """Exact key on this device: confirm the cached winner only. Same computation seen at
     another size or on another machine: its best configurations plus a few neighbours.
     Nothing cached: the whole space, in rounds (one build each)."""
@@ -72,7 +73,7 @@ def plan_rounds(space: SearchSpace, seeds: list[dict], exact: bool, warm_extra: 
                     order.append(n)
         return [order]
     order = list(space.configs)
-    return [order[i:i + round_size] for i in range(0, len(order), round_size)]
+    return [order[i : i + round_size] for i in range(0, len(order), round_size)]
 
 
 def _write_new(folder: Path, stem: str, text: str) -> Path:
@@ -102,10 +103,21 @@ def _write_new(folder: Path, stem: str, text: str) -> Path:
         os.close(dir_fd)
 
 
-def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpace,
-             cache: AutotuneCache | None = None, *, warm_extra: int = 4, round_size: int = 24,
-             reps: int = 7, budget_s: float | None = None, confirm: bool = False, timeout: float = 600,
-             progress: Progress | None = None) -> TuneResult:
+def autotune(
+    sb: Sandbox,
+    task: Path | str,
+    template: Template,
+    space: SearchSpace,
+    cache: AutotuneCache | None = None,
+    *,
+    warm_extra: int = 4,
+    round_size: int = 24,
+    reps: int = 7,
+    budget_s: float | None = None,
+    confirm: bool = False,
+    timeout: float = 600,
+    progress: Progress | None = None,
+) -> TuneResult:
     """Search `space` for `template` on `task`; seeds from `cache` and records into it.
 
     budget_s: stop starting new rounds after this many seconds (the best so far stands).
@@ -129,8 +141,12 @@ def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpa
     total = sum(len(r) for r in rounds)
     tune_dir = Path(sb.spec.workspace) / TUNE_DIR
     done = 0
-    _say(progress, f"autotuning {template.name}: {total} configurations"
-         + (f", warm start from {len(seeds)} cached" if seeds else ", cold cache"), 0.0)
+    _say(
+        progress,
+        f"autotuning {template.name}: {total} configurations"
+        + (f", warm start from {len(seeds)} cached" if seeds else ", cold cache"),
+        0.0,
+    )
     for configs in rounds:
         if budget_s is not None and result.rounds and time.time() - start > budget_s:
             _say(progress, f"autotune budget of {budget_s:.0f}s spent after {done}/{total}", None)
@@ -141,8 +157,15 @@ def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpa
         except OSError as exc:
             result.error, result.detail = "workspace", f"cannot write the tuning source into {TUNE_DIR}/: {exc}"
             break
-        args = ["tune", sandbox_path(sb, task), sandbox_path(sb, path), "--variants",
-                ",".join(str(i) for i in range(len(configs))), "--reps", str(reps)]
+        args = [
+            "tune",
+            sandbox_path(sb, task),
+            sandbox_path(sb, path),
+            "--variants",
+            ",".join(str(i) for i in range(len(configs))),
+            "--reps",
+            str(reps),
+        ]
         try:
             out = call_harness(sb, "run.py", args, timeout=timeout)
         except HarnessError as exc:
@@ -154,8 +177,14 @@ def autotune(sb: Sandbox, task: Path | str, template: Template, space: SearchSpa
             break
         for row in out["results"]:
             cfg = configs[row["variant"]]
-            t = Trial(cfg, bool(row.get("ok")), row.get("min_s"), row.get("median_s"),
-                      max(0.0, row.get("done_unix", start) - start), row.get("error"))
+            t = Trial(
+                cfg,
+                bool(row.get("ok")),
+                row.get("min_s"),
+                row.get("median_s"),
+                max(0.0, row.get("done_unix", start) - start),
+                row.get("error"),
+            )
             result.trials.append(t)
             if t.ok and cache is not None:
                 cache.record(key, cfg, t.seconds)

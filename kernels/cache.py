@@ -103,8 +103,10 @@ class CacheKey:
 
 # The code templates are rendered from: an entry timed on an older revision of them says nothing
 # about the kernel the current one builds, so it neither seeds nor is reused.
-_TEMPLATE_SOURCES = {"cpp": ("cpp_templates.py", "pointwise.py", "cpp/vecmath.h"),
-                     "triton": ("triton_templates.py", "pointwise.py")}
+_TEMPLATE_SOURCES = {
+    "cpp": ("cpp_templates.py", "pointwise.py", "cpp/vecmath.h"),
+    "triton": ("triton_templates.py", "pointwise.py"),
+}
 
 
 @functools.cache
@@ -116,8 +118,14 @@ def template_revision(backend: str) -> str:
 
 
 def cache_key(template) -> CacheKey:
-    return CacheKey(op_signature(template.info), f"{template.name}@{template_revision(template.backend)}",
-                    shape_bucket(template), "float32", device_id(template.info.device), template.backend)
+    return CacheKey(
+        op_signature(template.info),
+        f"{template.name}@{template_revision(template.backend)}",
+        shape_bucket(template),
+        "float32",
+        device_id(template.info.device),
+        template.backend,
+    )
 
 
 def host_id() -> str:
@@ -207,17 +215,35 @@ class LedgerStore:
         ledger.ensure_tables(AutotuneEntry)
 
     def put(self, entry: CacheEntry) -> None:
-        row = AutotuneEntry(key=entry.key, family=entry.family, bucket=_canon(entry.bucket), device=entry.device,
-                            config_id=entry.config_id, config=_canon(entry.config), seconds=entry.seconds,
-                            host=entry.host, created=entry.created)
+        row = AutotuneEntry(
+            key=entry.key,
+            family=entry.family,
+            bucket=_canon(entry.bucket),
+            device=entry.device,
+            config_id=entry.config_id,
+            config=_canon(entry.config),
+            seconds=entry.seconds,
+            host=entry.host,
+            created=entry.created,
+        )
         self.ledger.insert_once(row, unique=("key", "config_id", "host"))
 
     def family(self, family: str) -> list[CacheEntry]:
         with self.ledger.session() as s:
             rows = list(s.exec(select(AutotuneEntry).where(AutotuneEntry.family == family)))
-        return [CacheEntry(key=r.key, family=r.family, bucket=json.loads(r.bucket), device=r.device,
-                           config=json.loads(r.config), seconds=r.seconds, host=r.host, created=r.created)
-                for r in rows]
+        return [
+            CacheEntry(
+                key=r.key,
+                family=r.family,
+                bucket=json.loads(r.bucket),
+                device=r.device,
+                config=json.loads(r.config),
+                seconds=r.seconds,
+                host=r.host,
+                created=r.created,
+            )
+            for r in rows
+        ]
 
 
 def merge(*lists: list[CacheEntry]) -> list[CacheEntry]:
@@ -244,8 +270,14 @@ class AutotuneCache:
         return cls(stores)
 
     def record(self, key: CacheKey, config: dict, seconds: float) -> CacheEntry:
-        entry = CacheEntry(key=key.digest, family=key.family, bucket=list(key.bucket), device=key.device,
-                           config=dict(config), seconds=float(seconds))
+        entry = CacheEntry(
+            key=key.digest,
+            family=key.family,
+            bucket=list(key.bucket),
+            device=key.device,
+            config=dict(config),
+            seconds=float(seconds),
+        )
         for store in self.stores:
             store.put(entry)
         return entry
@@ -265,7 +297,9 @@ class AutotuneCache:
             best_of[e.key] = min(best_of.get(e.key, math.inf), e.seconds)
 
         def score(e: CacheEntry):
-            dist = sum(abs(math.log2(max(a, 1)) - math.log2(max(b, 1))) for a, b in zip(e.bucket, key.bucket, strict=False))
+            dist = sum(
+                abs(math.log2(max(a, 1)) - math.log2(max(b, 1))) for a, b in zip(e.bucket, key.bucket, strict=False)
+            )
             return (e.key != key.digest, e.device != key.device, dist, e.seconds / best_of[e.key])
 
         out: list[dict] = []

@@ -52,8 +52,10 @@ extern "C" int assay_kernel(int v, void** ptrs, const long* dims, const float* c
 
 def _consts(chain: Chain) -> list[str]:
     """Constant i as a float k{i} (for functions that take one, as softplus' beta) and a vector c{i}."""
-    return [f"const float k{i} = K[{i}]; const vf c{i} = vsplat(k{i}); (void)k{i}; (void)c{i};"
-            for i in range(len(chain.consts))]
+    return [
+        f"const float k{i} = K[{i}]; const vf c{i} = vsplat(k{i}); (void)k{i}; (void)c{i};"
+        for i in range(len(chain.consts))
+    ]
 
 
 def _literals(chain: Chain) -> list[str] | None:
@@ -125,6 +127,7 @@ def elementwise_source(spec: dict, configs: list[dict]) -> str:
             per_row.append(f"const float* p{j} = L[{j}] + {base};")
             loads.append(f"if (PF) vprefetch(p{j} + i + PF); const vf x{j} = LD(p{j}, i, cnt);")
             expr[j] = f"x{j}"
+
     # The constants (softplus' beta and threshold, a clamp's bounds) come at run time, since a
     # model's constructor may set them, but a second instance of the loop has the rendered values
     # as literals, taken when the run-time ones equal them: vsoftplus and vtanh_softplus then lose
@@ -142,22 +145,24 @@ def elementwise_source(spec: dict, configs: list[dict]) -> str:
         fixed = vmap([(f"vsplat({lit})", lit) for lit in literals])
         loop = f"if constexpr (SPEC) {{\n      {fixed}\n    }} else {{\n      {vmap()}\n    }}"
         pick = "const bool spec = " + " && ".join(f"K[{i}] == {lit}" for i, lit in enumerate(literals)) + ";"
-        call = "if (spec) run_range<U, NT, PF, 1>(out, L, D, K, s, e); else run_range<U, NT, PF, 0>(out, L, D, K, s, e);"
+        call = (
+            "if (spec) run_range<U, NT, PF, 1>(out, L, D, K, s, e); else run_range<U, NT, PF, 0>(out, L, D, K, s, e);"
+        )
     else:
         loop, pick, call = vmap(), "", "run_range<U, NT, PF, 0>(out, L, D, K, s, e);"
     src = f"""{vecmath()}
 template <int U, int NT, int PF, int SPEC>
 static void run_range(float* __restrict out, const float* const* L, const long* D, const float* K, long s, long e) {{
   const long cols = D[1];
-  {' '.join(_consts(chain))}
-  {' '.join(hoisted)}
+  {" ".join(_consts(chain))}
+  {" ".join(hoisted)}
   long pos = s;
   while (pos < e) {{
     const long r = pos / cols, c = pos - r * cols;
     (void)r;
     long n = cols - c;
     if (n > e - pos) n = e - pos;
-    {' '.join(per_row)}
+    {" ".join(per_row)}
     {loop}
     pos += n;
   }}
@@ -265,7 +270,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
         # x - max is never above 0 (or is NaN), so exp needs only its lower clamp: vexp_nonpos
         row = f"""
     const vf mv = vsplat(vhmax(row_fold<U>(xr, cols, vsplat(-INFINITY), {fmax})));
-    if ({'ALG == 2' if op == 'softmax' else '0'}) {{
+    if ({"ALG == 2" if op == "softmax" else "0"}) {{
       vf s = vsplat(0.f);
       vmap_range<U, 0>(scratch, cols, [&](long i, long cnt) -> vf {{
         if (PF) vprefetch(nx + i);
@@ -275,7 +280,7 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
       }});
       const vf inv = vsplat(1.0f / vhsum(s));
       vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf {{ return LD(scratch, i, cnt) * inv; }});
-    }} else if ({'ALG == 0' if op == 'softmax' else '0'}) {{
+    }} else if ({"ALG == 0" if op == "softmax" else "0"}) {{
       // exp once: store it, sum it, then scale the row while it is still in cache
       vf s = vsplat(0.f);
       vmap_range<U, 0>(yr, cols, [&](long i, long cnt) -> vf {{
@@ -294,9 +299,11 @@ def rowreduce_source(spec: dict, configs: list[dict]) -> str:
         return a + (m == VW ? e : vfirst(e, m));
       }});
       const float sum = vhsum(sv);
-      {'const vf inv = vsplat(1.0f / sum); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { if (PF) vprefetch(nx + i); return vexp_nonpos(LD(xr, i, cnt) - mv) * inv; });'
-       if op == 'softmax' else
-       'const vf sh = mv + vsplat(logf(sum)); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { if (PF) vprefetch(nx + i); return LD(xr, i, cnt) - sh; });'}
+      {
+            "const vf inv = vsplat(1.0f / sum); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { if (PF) vprefetch(nx + i); return vexp_nonpos(LD(xr, i, cnt) - mv) * inv; });"
+            if op == "softmax"
+            else "const vf sh = mv + vsplat(logf(sum)); vmap_range<U, NT>(yr, cols, [&](long i, long cnt) -> vf { if (PF) vprefetch(nx + i); return LD(xr, i, cnt) - sh; });"
+        }
     }}"""
     elif op == "layer_norm":
         row = """
@@ -357,7 +364,7 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
   const float* b = HAS_B ? L[1 + HAS_W] : nullptr;
   (void)w; (void)b; (void)K;
   const long nrows = D[0], cols = D[1];
-  const float eps = {'K[0]' if op in ('layer_norm', 'rms_norm') else '0.f'};
+  const float eps = {"K[0]" if op in ("layer_norm", "rms_norm") else "0.f"};
   (void)eps;
   RowClaim* claims = new RowClaim[omp_get_max_threads()];
 // One parallel region per call: under a busy scheduler every extra fork/join can cost a timeslice.
@@ -380,7 +387,9 @@ static void rows(float* out, const float* const* L, const long* D, const float* 
   delete[] claims;
 }}
 """
-    return src + _dispatch([f"&rows<{c['unroll']}, {c['nt']}, {c['alg']}, {c.get('pf', ROW_PREFETCH[op][0])}>" for c in configs])
+    return src + _dispatch(
+        [f"&rows<{c['unroll']}, {c['nt']}, {c['alg']}, {c.get('pf', ROW_PREFETCH[op][0])}>" for c in configs]
+    )
 
 
 # --- matmul + epilogue ---------------------------------------------------------------------
@@ -416,7 +425,7 @@ static const int B_KN = {kn};  // 1: B is (K, N); 0: B is (N, K) as nn.Linear st
 // Epilogue on one accumulator vector: row m, columns [col, col + cnt).
 AI vf epilogue(vf acc, long m, long col, long cnt, long N, const float* const* L, const long* D, const float* K) {{
   (void)m; (void)col; (void)cnt; (void)N; (void)L; (void)D; (void)K;
-  {' '.join(_consts(chain))}
+  {" ".join(_consts(chain))}
   {epilogue}
 }}
 

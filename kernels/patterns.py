@@ -12,8 +12,8 @@ from assay.kernels.task import TaskInfo
 
 @dataclass
 class Pattern:
-    kind: str          # "elementwise" | "rowreduce" | "matmul"
-    spec: dict         # JSON-able; what a template needs to render this instance
+    kind: str  # "elementwise" | "rowreduce" | "matmul"
+    spec: dict  # JSON-able; what a template needs to render this instance
 
 
 @dataclass
@@ -133,8 +133,7 @@ def _matmul(info: TaskInfo) -> dict:
         except Unsupported as exc:
             if "full shape" not in str(exc):
                 raise
-    return {"chain": chain.to_json(), "a": a, "b": b, "layout": layout, "out_shape": out_shape,
-            "a_rank": len(a_shape)}
+    return {"chain": chain.to_json(), "a": a, "b": b, "layout": layout, "out_shape": out_shape, "a_rank": len(a_shape)}
 
 
 def _rowreduce(info: TaskInfo) -> dict | None:
@@ -174,16 +173,28 @@ def _rmsnorm_by_hand(info: TaskInfo, x: str, shape: list[int]) -> dict | None:
     last = len(shape) - 1
     i = 0
     sq = nodes[0]
-    if not ((sq["op"] == "pow" and sq["args"].get("exponent") == 2 and sq["args"]["input"] == x)
-            or (sq["op"] == "mul" and sq["args"]["input"] == x and sq["args"]["other"] == x)):
+    if not (
+        (sq["op"] == "pow" and sq["args"].get("exponent") == 2 and sq["args"]["input"] == x)
+        or (sq["op"] == "mul" and sq["args"]["input"] == x and sq["args"]["other"] == x)
+    ):
         return None
     mean = nodes[1] if len(nodes) > 1 else None
-    if not (mean and mean["op"] == "mean" and mean["args"]["input"] == "%n0"
-            and list(mean["args"].get("dim") or []) in ([-1], [last]) and mean["args"].get("keepdim")):
+    if not (
+        mean
+        and mean["op"] == "mean"
+        and mean["args"]["input"] == "%n0"
+        and list(mean["args"].get("dim") or []) in ([-1], [last])
+        and mean["args"].get("keepdim")
+    ):
         return None
     add = nodes[2] if len(nodes) > 2 else None
-    if not (add and add["op"] == "add" and add["args"]["input"] == "%n1"
-            and isinstance(add["args"]["other"], (int, float)) and add["args"].get("alpha", 1) == 1):
+    if not (
+        add
+        and add["op"] == "add"
+        and add["args"]["input"] == "%n1"
+        and isinstance(add["args"]["other"], (int, float))
+        and add["args"].get("alpha", 1) == 1
+    ):
         return None
     eps = {"value": float(add["args"]["other"]), "path": "2.other"}
     root = nodes[3] if len(nodes) > 3 else None

@@ -19,8 +19,8 @@ BACKENDS = ("cpp", "triton")
 class Template:
     """A template bound to one recognised task: `kind` is the template, `spec` the instance."""
 
-    kind: str                      # "elementwise" | "rowreduce" | "matmul"
-    backend: str                   # "cpp" | "triton"
+    kind: str  # "elementwise" | "rowreduce" | "matmul"
+    backend: str  # "cpp" | "triton"
     spec: dict
     info: TaskInfo = field(repr=False)
 
@@ -31,7 +31,7 @@ class Template:
 
 @dataclass
 class SearchSpace:
-    configs: list[dict]            # every configuration, the default first
+    configs: list[dict]  # every configuration, the default first
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -60,8 +60,10 @@ def plan(info: TaskInfo, backend: str = "cpp") -> list[Plan] | NoTemplate:
     if backend not in BACKENDS:
         return NoTemplate(f"unknown kernel backend {backend!r} (known: {', '.join(BACKENDS)})")
     if info.init_recipe.get("steps") is not None and info.params and not info.init_recipe.get("replays"):
-        return NoTemplate("the reference's parameter initialisation could not be reproduced, "
-                          "so a candidate could not match its weights")
+        return NoTemplate(
+            "the reference's parameter initialisation could not be reproduced, "
+            "so a candidate could not match its weights"
+        )
     if any(p.get("parameter") is False for p in info.params):
         return NoTemplate("the reference uses buffers or constant tensors; templates take parameters only")
     pattern = recognise(info)
@@ -86,8 +88,11 @@ def source(template: Template, configs: list[dict]) -> str:
     """The kernel source (C++ or Triton) holding every configuration in `configs`."""
     if template.backend == "triton":
         return triton_templates.source(template.kind, template.spec, configs)
-    gen = {"elementwise": cpp_templates.elementwise_source, "rowreduce": cpp_templates.rowreduce_source,
-           "matmul": cpp_templates.matmul_source}[template.kind]
+    gen = {
+        "elementwise": cpp_templates.elementwise_source,
+        "rowreduce": cpp_templates.rowreduce_source,
+        "matmul": cpp_templates.matmul_source,
+    }[template.kind]
     return gen(template.spec, configs)
 
 
@@ -96,5 +101,6 @@ def render(template: Template, params: dict | list[dict], selected: int = 0) -> 
     configs = [params] if isinstance(params, dict) else list(params)
     if template.backend == "triton":
         return triton_templates.render_candidate(template, configs, selected)
-    return render_candidate(template.kind, template.name, template.spec, template.info,
-                            source(template, configs), configs, selected)
+    return render_candidate(
+        template.kind, template.name, template.spec, template.info, source(template, configs), configs, selected
+    )

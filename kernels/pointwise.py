@@ -17,9 +17,9 @@ class Unsupported(Exception):
 
 @dataclass
 class Chain:
-    leaves: list[dict] = field(default_factory=list)   # {"ref", "shape"} (+ "kind", "a", "b" once placed)
-    consts: list[dict] = field(default_factory=list)   # {"value", "path"}: path = where in the graph it came from
-    ops: list[dict] = field(default_factory=list)      # {"fn", "x": [operands], "attr": {...}}
+    leaves: list[dict] = field(default_factory=list)  # {"ref", "shape"} (+ "kind", "a", "b" once placed)
+    consts: list[dict] = field(default_factory=list)  # {"value", "path"}: path = where in the graph it came from
+    ops: list[dict] = field(default_factory=list)  # {"fn", "x": [operands], "attr": {...}}
     out: str = ""
 
     def to_json(self) -> dict:
@@ -33,13 +33,29 @@ class Chain:
 # op name -> (tensor/scalar argument names, numeric attributes passed as runtime constants,
 #             other attributes fixed at build time)
 UNARY = {
-    "neg": ((), ()), "abs": ((), ()), "exp": ((), ()), "log": ((), ()), "sqrt": ((), ()),
-    "rsqrt": ((), ()), "reciprocal": ((), ()), "sigmoid": ((), ()), "tanh": ((), ()),
-    "relu": ((), ()), "silu": ((), ()), "mish": ((), ()), "gelu": ((), ("approximate",)),
-    "softplus": (("beta", "threshold"), ()), "leaky_relu": (("negative_slope",), ()),
-    "elu": (("alpha", "scale", "input_scale"), ()), "hardswish": ((), ()), "hardsigmoid": ((), ()),
-    "hardtanh": (("min_val", "max_val"), ()), "clamp": (("min", "max"), ()),
-    "clamp_min": (("min",), ()), "clamp_max": (("max",), ()), "pow": (("exponent",), ()),
+    "neg": ((), ()),
+    "abs": ((), ()),
+    "exp": ((), ()),
+    "log": ((), ()),
+    "sqrt": ((), ()),
+    "rsqrt": ((), ()),
+    "reciprocal": ((), ()),
+    "sigmoid": ((), ()),
+    "tanh": ((), ()),
+    "relu": ((), ()),
+    "silu": ((), ()),
+    "mish": ((), ()),
+    "gelu": ((), ("approximate",)),
+    "softplus": (("beta", "threshold"), ()),
+    "leaky_relu": (("negative_slope",), ()),
+    "elu": (("alpha", "scale", "input_scale"), ()),
+    "hardswish": ((), ()),
+    "hardsigmoid": ((), ()),
+    "hardtanh": (("min_val", "max_val"), ()),
+    "clamp": (("min", "max"), ()),
+    "clamp_min": (("min",), ()),
+    "clamp_max": (("max",), ()),
+    "pow": (("exponent",), ()),
     "square": ((), ()),
 }
 BINARY = {"add", "sub", "rsub", "mul", "div", "maximum", "minimum"}
@@ -104,10 +120,19 @@ def cpp_op(op: dict, x: list[str], scalars: list[str] | None = None) -> str:
     v = x[0]
     sc = scalars or [f"{n}[0]" for n in x]
     simple = {
-        "neg": f"-{v}", "abs": f"vabs({v})", "exp": f"vexp({v})", "log": f"vlog({v})",
-        "sqrt": f"vsqrt({v})", "rsqrt": f"vrsqrt({v})", "reciprocal": f"(1.0f / {v})",
-        "sigmoid": f"vsigmoid({v})", "tanh": f"vtanh({v})", "relu": f"vrelu({v})",
-        "silu": f"vsilu({v})", "mish": f"vmish({v})", "square": f"({v} * {v})",
+        "neg": f"-{v}",
+        "abs": f"vabs({v})",
+        "exp": f"vexp({v})",
+        "log": f"vlog({v})",
+        "sqrt": f"vsqrt({v})",
+        "rsqrt": f"vrsqrt({v})",
+        "reciprocal": f"(1.0f / {v})",
+        "sigmoid": f"vsigmoid({v})",
+        "tanh": f"vtanh({v})",
+        "relu": f"vrelu({v})",
+        "silu": f"vsilu({v})",
+        "mish": f"vmish({v})",
+        "square": f"({v} * {v})",
         "hardswish": f"({v} * vclamp({v} + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f))",
         "hardsigmoid": f"(vclamp({v} + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f))",
     }
@@ -146,13 +171,21 @@ def cpp_op(op: dict, x: list[str], scalars: list[str] | None = None) -> str:
         return out
     if fn == "pow":
         e = a["exponent"]
-        return {2: f"({v} * {v})", 3: f"({v} * {v} * {v})", 0.5: f"vsqrt({v})", -0.5: f"vrsqrt({v})",
-                -1: f"(1.0f / {v})", 1: v, -2: f"(1.0f / ({v} * {v}))"}[e]
+        return {
+            2: f"({v} * {v})",
+            3: f"({v} * {v} * {v})",
+            0.5: f"vsqrt({v})",
+            -0.5: f"vrsqrt({v})",
+            -1: f"(1.0f / {v})",
+            1: v,
+            -2: f"(1.0f / ({v} * {v}))",
+        }[e]
     raise Unsupported(fn)
 
 
-def cpp_chain_body(chain: Chain, leaf_expr: dict[int, str], acc: str | None = None,
-                   consts: list[tuple[str, str]] | None = None) -> list[str]:
+def cpp_chain_body(
+    chain: Chain, leaf_expr: dict[int, str], acc: str | None = None, consts: list[tuple[str, str]] | None = None
+) -> list[str]:
     """Statements computing the chain; leaf i is read from leaf_expr[i]; "A" operands are `acc`.
     consts[i]: constant i as a vector and as a float expression (default: the template's c{i}
     and k{i}); literals there let the compiler fold what depends on them."""
@@ -196,10 +229,18 @@ def triton_op(op: dict, x: list[str]) -> str:
     fn, a = op["fn"], op["attr"]
     v = x[0]
     simple = {
-        "neg": f"-{v}", "abs": f"tl.abs({v})", "exp": f"tl.exp({v})", "log": f"tl.log({v})",
-        "sqrt": f"tl.sqrt({v})", "rsqrt": f"tl.rsqrt({v})", "reciprocal": f"(1.0 / {v})",
-        "sigmoid": f"tl.sigmoid({v})", "tanh": f"_tanh({v})", "relu": f"tl.maximum({v}, 0.0)",
-        "silu": f"({v} * tl.sigmoid({v}))", "mish": f"({v} * _tanh(_softplus({v}, 1.0, 20.0)))",
+        "neg": f"-{v}",
+        "abs": f"tl.abs({v})",
+        "exp": f"tl.exp({v})",
+        "log": f"tl.log({v})",
+        "sqrt": f"tl.sqrt({v})",
+        "rsqrt": f"tl.rsqrt({v})",
+        "reciprocal": f"(1.0 / {v})",
+        "sigmoid": f"tl.sigmoid({v})",
+        "tanh": f"_tanh({v})",
+        "relu": f"tl.maximum({v}, 0.0)",
+        "silu": f"({v} * tl.sigmoid({v}))",
+        "mish": f"({v} * _tanh(_softplus({v}, 1.0, 20.0)))",
         "square": f"({v} * {v})",
         "hardswish": f"({v} * tl.minimum(tl.maximum({v} + 3.0, 0.0), 6.0) / 6.0)",
         "hardsigmoid": f"(tl.minimum(tl.maximum({v} + 3.0, 0.0), 6.0) / 6.0)",
@@ -212,8 +253,12 @@ def triton_op(op: dict, x: list[str]) -> str:
             y = x[0] if len(x) == 2 else f"({x[0]} * {x[2]})"
             return f"({x[1]} - {y})"
         return f"({v} {'+' if fn == 'add' else '-'} {y})"
-    binary = {"mul": "({0} * {1})", "div": "({0} / {1})", "maximum": "tl.maximum({0}, {1})",
-              "minimum": "tl.minimum({0}, {1})"}
+    binary = {
+        "mul": "({0} * {1})",
+        "div": "({0} / {1})",
+        "maximum": "tl.maximum({0}, {1})",
+        "minimum": "tl.minimum({0}, {1})",
+    }
     if fn in binary:
         return binary[fn].format(v, x[1])
     if fn == "gelu":
@@ -235,6 +280,13 @@ def triton_op(op: dict, x: list[str]) -> str:
         return out
     if fn == "pow":
         e = a["exponent"]
-        return {2: f"({v} * {v})", 3: f"({v} * {v} * {v})", 0.5: f"tl.sqrt({v})", -0.5: f"tl.rsqrt({v})",
-                -1: f"(1.0 / {v})", 1: v, -2: f"(1.0 / ({v} * {v}))"}[e]
+        return {
+            2: f"({v} * {v})",
+            3: f"({v} * {v} * {v})",
+            0.5: f"tl.sqrt({v})",
+            -0.5: f"tl.rsqrt({v})",
+            -1: f"(1.0 / {v})",
+            1: v,
+            -2: f"(1.0 / ({v} * {v}))",
+        }[e]
     raise Unsupported(fn)

@@ -52,8 +52,10 @@ def sandbox_path(sb: Sandbox, host: Path | str) -> str:
         s = Path(src).resolve()
         if p == s or s in p.parents:
             return str(PurePosixPath(dst) / p.relative_to(s))
-    raise UserError(f"{host} is not visible inside the sandbox",
-                    "put it in the workspace, or bind its folder read-only in the SandboxSpec")
+    raise UserError(
+        f"{host} is not visible inside the sandbox",
+        "put it in the workspace, or bind its folder read-only in the SandboxSpec",
+    )
 
 
 def harness_env(sb: Sandbox) -> dict[str, str]:
@@ -80,8 +82,9 @@ def call_harness(sb: Sandbox, script: str, args: list[str], *, timeout: float, e
     return call_harness_all(sb, script, args, timeout=timeout, env=env)[-1]
 
 
-def call_harness_all(sb: Sandbox, script: str, args: list[str], *, timeout: float,
-                     env: dict | None = None) -> list[dict]:
+def call_harness_all(
+    sb: Sandbox, script: str, args: list[str], *, timeout: float, env: dict | None = None
+) -> list[dict]:
     """Every JSON result line the script printed, in order."""
     argv = ["python", f"{HARNESS_MOUNT}/{script}", *args]
     res = sb.exec(argv, timeout=timeout, env={**harness_env(sb), **(env or {})})
@@ -91,7 +94,7 @@ def call_harness_all(sb: Sandbox, script: str, args: list[str], *, timeout: floa
     if not lines:
         tail = (res.stderr or res.stdout)[-4000:]
         raise HarnessError("no_result", f"exit {res.exit_code}: {tail}")
-    return [json.loads(line[len(MARKER):]) for line in lines]
+    return [json.loads(line[len(MARKER) :]) for line in lines]
 
 
 def _say(progress: Progress | None, msg: str, frac: float | None = None) -> None:
@@ -107,31 +110,31 @@ class BuildResult:
     ok: bool
     seconds: float | None = None
     variants: int = 0
-    error: str | None = None        # "build" (compiler/import error) or a HarnessError kind
-    detail: str = ""                # the compiler's log tail when it failed
+    error: str | None = None  # "build" (compiler/import error) or a HarnessError kind
+    detail: str = ""  # the compiler's log tail when it failed
 
 
 @dataclass
 class TestResult:
     ok: bool
-    trials: list[dict] = field(default_factory=list)   # seed, ok, max_abs_err, mismatched, reason
+    trials: list[dict] = field(default_factory=list)  # seed, ok, max_abs_err, mismatched, reason
     error: str | None = None
     detail: str = ""
-    build_s: float | None = None    # the build (or build-cache load) in the same process
+    build_s: float | None = None  # the build (or build-cache load) in the same process
 
 
 @dataclass
 class BenchResult:
-    ok: bool                        # ran and the candidate's output was correct
-    seconds: dict[str, float] = field(default_factory=dict)   # median per implementation
+    ok: bool  # ran and the candidate's output was correct
+    seconds: dict[str, float] = field(default_factory=dict)  # median per implementation
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     bytes: int = 0
-    achieved_gbps: float | None = None      # from the median time
+    achieved_gbps: float | None = None  # from the median time
     copy_gbps: float | None = None
     achieved_gbps_best: float | None = None  # from the best repetition (STREAM's convention)
     copy_gbps_best: float | None = None
-    copy_gbps_large: float | None = None       # the STREAM-sized copy (two 64 MB arrays)
+    copy_gbps_large: float | None = None  # the STREAM-sized copy (two 64 MB arrays)
     copy_gbps_large_best: float | None = None
     speedup_min: dict[str, float] = field(default_factory=dict)  # ratios of best repetitions
     compile_s: float | None = None
@@ -173,8 +176,9 @@ def inspect_task(sb: Sandbox, task: Path | str, *, timeout: float = 180, progres
     return _task_info(task, out)
 
 
-def inspect_tasks(sb: Sandbox, tasks: list[Path], *, timeout: float = 600,
-                  progress: Progress | None = None) -> list[TaskInfo | UserError]:
+def inspect_tasks(
+    sb: Sandbox, tasks: list[Path], *, timeout: float = 600, progress: Progress | None = None
+) -> list[TaskInfo | UserError]:
     """Several tasks in one sandboxed process (one torch import): a TaskInfo or the error, per task."""
     _say(progress, f"inspecting {len(tasks)} tasks")
     outs = call_harness_all(sb, "inspect_task.py", [sandbox_path(sb, t) for t in tasks], timeout=timeout)
@@ -191,10 +195,12 @@ def inspect_tasks(sb: Sandbox, tasks: list[Path], *, timeout: float = 600,
 
 def _task_info(task: Path | str, out: dict) -> TaskInfo:
     if not out.get("ok"):
-        raise UserError(f"task {Path(task).name} could not be {'imported' if out.get('error') == 'task_import' else 'traced'}: "
-                        f"{out.get('detail', '')[-500:]}",
-                        "a task defines Model(nn.Module), get_inputs() and get_init_inputs(), and Model must trace "
-                        "with torch.export")
+        raise UserError(
+            f"task {Path(task).name} could not be {'imported' if out.get('error') == 'task_import' else 'traced'}: "
+            f"{out.get('detail', '')[-500:]}",
+            "a task defines Model(nn.Module), get_inputs() and get_init_inputs(), and Model must trace "
+            "with torch.export",
+        )
     return TaskInfo.from_json(task, out)
 
 
@@ -209,14 +215,31 @@ def build(sb: Sandbox, candidate: Path | str, *, timeout: float = 300, progress:
     return BuildResult(True, seconds=out["seconds"], variants=out.get("variants", 1))
 
 
-def quick_test(sb: Sandbox, task: Path | str, candidate: Path | str, *, seeds: tuple[int, ...] = (0, 1),
-               atol: float = 1e-4, rtol: float = 1e-4, timeout: float = 300,
-               progress: Progress | None = None) -> TestResult:
+def quick_test(
+    sb: Sandbox,
+    task: Path | str,
+    candidate: Path | str,
+    *,
+    seeds: tuple[int, ...] = (0, 1),
+    atol: float = 1e-4,
+    rtol: float = 1e-4,
+    timeout: float = 300,
+    progress: Progress | None = None,
+) -> TestResult:
     """The candidate against the reference on the task's own inputs (a few seeds). Not a verdict.
     Builds the candidate first if it is not built: a build failure is error "build"."""
     _say(progress, f"testing {Path(candidate).name}")
-    args = ["test", sandbox_path(sb, task), sandbox_path(sb, candidate), "--seeds", ",".join(map(str, seeds)),
-            "--atol", repr(atol), "--rtol", repr(rtol)]
+    args = [
+        "test",
+        sandbox_path(sb, task),
+        sandbox_path(sb, candidate),
+        "--seeds",
+        ",".join(map(str, seeds)),
+        "--atol",
+        repr(atol),
+        "--rtol",
+        repr(rtol),
+    ]
     try:
         out = call_harness(sb, "run.py", args, timeout=timeout)
     except HarnessError as exc:
@@ -226,13 +249,31 @@ def quick_test(sb: Sandbox, task: Path | str, candidate: Path | str, *, seeds: t
     return TestResult(bool(out["ok"]), trials=out["trials"], build_s=out.get("build_s"))
 
 
-def benchmark(sb: Sandbox, task: Path | str, candidate: Path | str, *,
-              baselines: tuple[str, ...] = ("eager", "compile"), reps: int = 20, warmup: int = 3,
-              copy_bandwidth: bool = False, timeout: float = 600, progress: Progress | None = None) -> BenchResult:
+def benchmark(
+    sb: Sandbox,
+    task: Path | str,
+    candidate: Path | str,
+    *,
+    baselines: tuple[str, ...] = ("eager", "compile"),
+    reps: int = 20,
+    warmup: int = 3,
+    copy_bandwidth: bool = False,
+    timeout: float = 600,
+    progress: Progress | None = None,
+) -> BenchResult:
     """Candidate vs eager (and torch.compile) in one process, interleaved, cache flushed per rep."""
     _say(progress, f"benchmarking {Path(candidate).name} against {', '.join(baselines) or 'nothing'}")
-    args = ["bench", sandbox_path(sb, task), sandbox_path(sb, candidate), "--baselines", ",".join(baselines),
-            "--reps", str(reps), "--warmup", str(warmup)] + (["--copy-bw"] if copy_bandwidth else [])
+    args = [
+        "bench",
+        sandbox_path(sb, task),
+        sandbox_path(sb, candidate),
+        "--baselines",
+        ",".join(baselines),
+        "--reps",
+        str(reps),
+        "--warmup",
+        str(warmup),
+    ] + (["--copy-bw"] if copy_bandwidth else [])
     try:
         out = call_harness(sb, "run.py", args, timeout=timeout)
     except HarnessError as exc:
@@ -240,8 +281,13 @@ def benchmark(sb: Sandbox, task: Path | str, candidate: Path | str, *,
     if "times" not in out:
         if "timing" in out:  # Triton under the interpreter: correctness only
             ok = bool(out["ok"])
-            return BenchResult(ok, device=out.get("device", {}), error=None if ok else "incorrect",
-                               detail=out["timing"] if ok else out.get("correct", {}).get("reason", ""), raw=out)
+            return BenchResult(
+                ok,
+                device=out.get("device", {}),
+                error=None if ok else "incorrect",
+                detail=out["timing"] if ok else out.get("correct", {}).get("reason", ""),
+                raw=out,
+            )
         return BenchResult(False, error=out.get("error"), detail=out.get("detail", ""), raw=out)
     return BenchResult(
         ok=bool(out["ok"]),
@@ -255,8 +301,11 @@ def benchmark(sb: Sandbox, task: Path | str, candidate: Path | str, *,
         copy_gbps_best=out.get("copy_gbps_best"),
         copy_gbps_large=out.get("copy_gbps_large"),
         copy_gbps_large_best=out.get("copy_gbps_large_best"),
-        speedup_min={k[len("speedup_vs_"):-len("_min")]: v for k, v in out.items()
-                     if k.startswith("speedup_vs_") and k.endswith("_min")},
+        speedup_min={
+            k[len("speedup_vs_") : -len("_min")]: v
+            for k, v in out.items()
+            if k.startswith("speedup_vs_") and k.endswith("_min")
+        },
         compile_s=out.get("compile_s"),
         device=out.get("device", {}),
         error=None if out["ok"] else "incorrect",

@@ -43,7 +43,7 @@ class TaskInfo:
     def ref_meta(self, ref: str) -> dict:
         """Shape and dtype of a graph value ("%in0", "%p1", "%n3")."""
         kind = ref[1:].rstrip("0123456789")
-        idx = int(ref[1 + len(kind):])
+        idx = int(ref[1 + len(kind) :])
         if kind == "in":
             return self.inputs[idx]
         if kind == "p":
@@ -57,9 +57,14 @@ def size_constants(source: str) -> dict[str, int]:
 
     out = {}
     for node in ast.parse(source).body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id.isupper() and isinstance(node.value, ast.Constant)
-                and type(node.value.value) is int):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id.isupper()
+            and isinstance(node.value, ast.Constant)
+            and type(node.value.value) is int
+        ):
             out[node.targets[0].id] = node.value.value
     return out
 

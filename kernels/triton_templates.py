@@ -15,10 +15,12 @@ from assay.kernels.pointwise import Chain, triton_op
 
 ELEMENTWISE = [{"block": b, "warps": w} for b in (1024, 2048, 4096) for w in (4, 8)]
 ROWS = [{"warps": w} for w in (4, 8, 2)]
-MATMUL = [{"bm": m, "bn": n, "bk": k, "warps": w}
-          for (m, n, k, w) in ((64, 64, 32, 4), (128, 64, 32, 4), (64, 128, 32, 4), (128, 128, 32, 8), (32, 64, 32, 4))]
+MATMUL = [
+    {"bm": m, "bn": n, "bk": k, "warps": w}
+    for (m, n, k, w) in ((64, 64, 32, 4), (128, 64, 32, 4), (64, 128, 32, 4), (128, 128, 32, 8), (32, 64, 32, 4))
+]
 
-HELPERS = '''
+HELPERS = """
 @triton.jit
 def _tanh(x):
     return 2.0 * tl.sigmoid(2.0 * x) - 1.0
@@ -39,7 +41,7 @@ def _softplus(x, beta, threshold):
     bx = x * beta
     soft = tl.log(1.0 + tl.exp(tl.minimum(bx, threshold))) / beta
     return tl.where(bx > threshold, x, soft)
-'''
+"""
 
 
 def space(kind: str, spec: dict) -> list[dict]:
@@ -90,26 +92,51 @@ def source(kind: str, spec: dict, configs: list[dict]) -> str:
         params, loads, expr = _leaf_loads(chain, "offs", "mask", "offs // cols")
         consts = [f"c{i}" for i in range(len(chain.consts))]
         sig = ", ".join(["out", *params, *consts, "numel", "cols", "BLOCK: tl.constexpr"])
-        body = ind.join(["pid = tl.program_id(0)", "offs = pid * BLOCK + tl.arange(0, BLOCK)", "mask = offs < numel",
-                         *loads, *_chain_lines(chain, expr), "tl.store(out + offs, y, mask=mask)"])
+        body = ind.join(
+            [
+                "pid = tl.program_id(0)",
+                "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+                "mask = offs < numel",
+                *loads,
+                *_chain_lines(chain, expr),
+                "tl.store(out + offs, y, mask=mask)",
+            ]
+        )
         return f"@triton.jit\ndef assay_kernel({sig}):\n    {body}\n"
     if kind == "rowreduce":
         op = spec["op"]
         has_w, has_b = spec.get("weight") is not None, spec.get("bias") is not None
-        sig = ["out", "x"] + (["w"] if has_w else []) + (["b"] if has_b else []) + ["cols", "eps", "BLOCK: tl.constexpr"]
-        lines = ["row = tl.program_id(0)", "offs = tl.arange(0, BLOCK)", "mask = offs < cols",
-                 "base = row.to(tl.int64) * cols"]
+        sig = (
+            ["out", "x"] + (["w"] if has_w else []) + (["b"] if has_b else []) + ["cols", "eps", "BLOCK: tl.constexpr"]
+        )
+        lines = [
+            "row = tl.program_id(0)",
+            "offs = tl.arange(0, BLOCK)",
+            "mask = offs < cols",
+            "base = row.to(tl.int64) * cols",
+        ]
         if op in ("softmax", "log_softmax"):
-            lines += ["v = tl.load(x + base + offs, mask=mask, other=-float('inf'))", "m = tl.max(v, axis=0)",
-                      "e = tl.exp(v - m)", "s = tl.sum(e, axis=0)",
-                      "y = e / s" if op == "softmax" else "y = v - m - tl.log(s)"]
+            lines += [
+                "v = tl.load(x + base + offs, mask=mask, other=-float('inf'))",
+                "m = tl.max(v, axis=0)",
+                "e = tl.exp(v - m)",
+                "s = tl.sum(e, axis=0)",
+                "y = e / s" if op == "softmax" else "y = v - m - tl.log(s)",
+            ]
         elif op == "layer_norm":
-            lines += ["v = tl.load(x + base + offs, mask=mask, other=0.0)", "mean = tl.sum(v, axis=0) / cols",
-                      "d = tl.where(mask, v - mean, 0.0)", "var = tl.sum(d * d, axis=0) / cols",
-                      "y = d * (1.0 / tl.sqrt(var + eps))"]
+            lines += [
+                "v = tl.load(x + base + offs, mask=mask, other=0.0)",
+                "mean = tl.sum(v, axis=0) / cols",
+                "d = tl.where(mask, v - mean, 0.0)",
+                "var = tl.sum(d * d, axis=0) / cols",
+                "y = d * (1.0 / tl.sqrt(var + eps))",
+            ]
         else:
-            lines += ["v = tl.load(x + base + offs, mask=mask, other=0.0)", "ms = tl.sum(v * v, axis=0) / cols",
-                      "y = v * (1.0 / tl.sqrt(ms + eps))"]
+            lines += [
+                "v = tl.load(x + base + offs, mask=mask, other=0.0)",
+                "ms = tl.sum(v * v, axis=0) / cols",
+                "y = v * (1.0 / tl.sqrt(ms + eps))",
+            ]
         if has_w:
             lines.append("y = y * tl.load(w + offs, mask=mask, other=0.0)")
         if has_b:
@@ -119,19 +146,40 @@ def source(kind: str, spec: dict, configs: list[dict]) -> str:
     chain = Chain.from_json(spec["chain"])
     params, loads, expr = _leaf_loads(chain, "idx", "cmask", "rm[:, None]")
     consts = [f"c{i}" for i in range(len(chain.consts))]
-    sig = ", ".join(["out", "a", "b", *params, *consts, "M", "N", "K", "sbk", "sbn",
-                     "BM: tl.constexpr", "BN: tl.constexpr", "BK: tl.constexpr"])
+    sig = ", ".join(
+        [
+            "out",
+            "a",
+            "b",
+            *params,
+            *consts,
+            "M",
+            "N",
+            "K",
+            "sbk",
+            "sbn",
+            "BM: tl.constexpr",
+            "BN: tl.constexpr",
+            "BK: tl.constexpr",
+        ]
+    )
     lines = [
-        "pm = tl.program_id(0)", "pn = tl.program_id(1)",
-        "rm = pm * BM + tl.arange(0, BM)", "rn = pn * BN + tl.arange(0, BN)", "rk = tl.arange(0, BK)",
+        "pm = tl.program_id(0)",
+        "pn = tl.program_id(1)",
+        "rm = pm * BM + tl.arange(0, BM)",
+        "rn = pn * BN + tl.arange(0, BN)",
+        "rk = tl.arange(0, BK)",
         "acc = tl.zeros((BM, BN), dtype=tl.float32)",
         "for k0 in range(0, K, BK):",
         "    ka = k0 + rk",
         "    av = tl.load(a + rm[:, None] * K + ka[None, :], mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)",
         "    bv = tl.load(b + ka[:, None] * sbk + rn[None, :] * sbn, mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)",
         "    acc += tl.dot(av, bv, input_precision='ieee')",
-        "idx = rm[:, None] * N + rn[None, :]", "cmask = (rm[:, None] < M) & (rn[None, :] < N)",
-        *loads, *_chain_lines(chain, expr, acc="acc"), "tl.store(out + idx, y, mask=cmask)",
+        "idx = rm[:, None] * N + rn[None, :]",
+        "cmask = (rm[:, None] < M) & (rn[None, :] < N)",
+        *loads,
+        *_chain_lines(chain, expr, acc="acc"),
+        "tl.store(out + idx, y, mask=cmask)",
     ]
     return f"@triton.jit\ndef assay_kernel({sig}):\n    {ind.join(lines)}\n"
 
@@ -222,7 +270,7 @@ def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
     ]
 
 
-PRELUDE = '''import math
+PRELUDE = """import math
 
 import torch
 import torch.nn as nn
@@ -252,7 +300,7 @@ def _check(ts):
             raise ValueError("this kernel takes contiguous float32 tensors")
 
 {helpers}
-'''
+"""
 
 
 def render_candidate(template, configs: list[dict], selected: int = 0) -> str:
@@ -266,21 +314,23 @@ def render_candidate(template, configs: list[dict], selected: int = 0) -> str:
     init = init_lines(info, consts, as_list=True)
     sig = ", ".join(ctor) if ctor is not None else "*args"
     a_tuple = f"({', '.join(ctor)}{',' if len(ctor or []) == 1 else ''})" if ctor is not None else "args"
-    head = (f'"""assay candidate: triton.{template.kind} template, configuration {json.dumps(configs[selected])}.\n\n'
-            'Generated by the kernel playbook from the task graph; see assay.kernels."""\n\n')
+    head = (
+        f'"""assay candidate: triton.{template.kind} template, configuration {json.dumps(configs[selected])}.\n\n'
+        'Generated by the kernel playbook from the task graph; see assay.kernels."""\n\n'
+    )
     body = PRELUDE.format(variants=json.dumps(configs), selected=selected, helpers=HELPERS)
     kern = source(template.kind, spec, configs)
     fwd = "\n        ".join(forward_lines(template.kind, spec, info, names))
     init_s = "\n        ".join(init)
-    cls = f'''
+    cls = f"""
 
 class ModelNew(nn.Module):
-    def __init__(self{', ' if sig else ''}{sig}):
+    def __init__(self{", " if sig else ""}{sig}):
         super().__init__()
         _init = {a_tuple}
         {init_s}
 
-    def forward(self, {', '.join(names)}):
+    def forward(self, {", ".join(names)}):
         {fwd}
-'''
+"""
     return head + body + "\n" + kern + cls

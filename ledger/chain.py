@@ -138,12 +138,20 @@ def walk(
             other = find_by_hash(row.prev_hash)
             if other is not None and other != rid:
                 return ChainReport(
-                    count, prev_hash, "reordered", rid,
-                    f"it links to row {other}, not to row {prev_id}" if prev_id else f"it links to row {other}, but is first",
+                    count,
+                    prev_hash,
+                    "reordered",
+                    rid,
+                    f"it links to row {other}, not to row {prev_id}"
+                    if prev_id
+                    else f"it links to row {other}, but is first",
                 )
             before = f"row {prev_id}'s row_hash" if prev_id else "the chain's start"
             return ChainReport(
-                count, prev_hash, "bad_link", rid,
+                count,
+                prev_hash,
+                "bad_link",
+                rid,
                 f"prev_hash does not match {before} (a row before it was rewritten, inserted or removed)",
             )
         wrong_place = misplaced(row.run_id, row.key, row.payload)
@@ -154,7 +162,10 @@ def walk(
         prev_id, prev_hash, count = rid, row.row_hash, count + 1
     if expected_head is not None and find_by_hash(expected_head) is None:
         return ChainReport(
-            count, prev_hash, "gap", prev_id + 1,
+            count,
+            prev_hash,
+            "gap",
+            prev_id + 1,
             f"the pinned head {expected_head[:16]} is no longer in the chain (rows cut off the end)",
         )
     return ChainReport(count, prev_hash)

@@ -63,7 +63,9 @@ def _as_server_user(cmd: list[str]) -> list[str]:
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     proc = subprocess.run(_as_server_user(cmd), capture_output=True, text=True, **kw)
     if proc.returncode != 0:
-        raise PgTestError(f"{' '.join(cmd[:2])} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}")
+        raise PgTestError(
+            f"{' '.join(cmd[:2])} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
+        )
     return proc
 
 
@@ -101,16 +103,31 @@ def start(datadir: str | Path | None = None, *, bindir: Path | None = None) -> S
             os.chown(p, pw.pw_uid, pw.pw_gid)
     base.chmod(0o700)
     port = _free_port()
-    _run([
-        str(bindir / "initdb"), "-D", str(data), "-U", USER, "--pwfile", str(pwfile), "-E", "UTF8",
-        "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync", "--no-instructions",
-    ])
+    _run(
+        [
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            USER,
+            "--pwfile",
+            str(pwfile),
+            "-E",
+            "UTF8",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "--no-sync",
+            "--no-instructions",
+        ]
+    )
     pwfile.unlink()
     opts = (
         f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={base} "
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
     )
-    _run([str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(base / "server.log"), "-w", "-t", "60", "start"])
+    _run(
+        [str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(base / "server.log"), "-w", "-t", "60", "start"]
+    )
     url = f"postgresql+psycopg://{USER}:{password}@127.0.0.1:{port}/{USER}"
     _run([str(bindir / "createdb"), "-h", str(base), "-p", str(port), "-U", USER, USER])
     (base / URL_FILE).write_text(url + "\n")
@@ -152,8 +169,13 @@ def create_database(server_url: str, name: str | None = None) -> str:
     url = sa.make_url(server_url)
     name = name or f"t_{secrets.token_hex(6)}"
     with psycopg.connect(
-        host=url.host, port=url.port or 5432, user=url.username, password=url.password,
-        dbname=url.database, autocommit=True, connect_timeout=10,
+        host=url.host,
+        port=url.port or 5432,
+        user=url.username,
+        password=url.password,
+        dbname=url.database,
+        autocommit=True,
+        connect_timeout=10,
     ) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return url.set(database=name).render_as_string(hide_password=False)
@@ -168,7 +190,9 @@ def main(argv: list[str]) -> int:
         if cmd == "start":
             server = start(where)
             if where is None:
-                print(f"pg-test-server: cluster in {server.datadir}; stop it with: stop {server.datadir}", file=sys.stderr)
+                print(
+                    f"pg-test-server: cluster in {server.datadir}; stop it with: stop {server.datadir}", file=sys.stderr
+                )
             print(server.url)
         elif where is None:
             print(f"{cmd} needs the DIR given to start", file=sys.stderr)

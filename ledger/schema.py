@@ -185,19 +185,46 @@ def database_error(engines: Engines, exc: Exception) -> UserError:
     where = engines.display_url
     if engines.dialect == "sqlite":
         if "not a database" in low:
-            return UserError(f"{engines.url.database} is not an SQLite ledger (file is not a database)", "point the ledger URL at a ledger file, or move that file away")
+            return UserError(
+                f"{engines.url.database} is not an SQLite ledger (file is not a database)",
+                "point the ledger URL at a ledger file, or move that file away",
+            )
         if "readonly" in low or "unable to open" in low:
-            return UserError(f"cannot write the ledger at {engines.url.database} ({text.splitlines()[0]})", "choose a writable ASSAY_HOME or ledger URL")
+            return UserError(
+                f"cannot write the ledger at {engines.url.database} ({text.splitlines()[0]})",
+                "choose a writable ASSAY_HOME or ledger URL",
+            )
         if "locked" in low:
-            return UserError(f"ledger {engines.url.database} stayed locked by another process", "retry when the other assay process has finished")
-        return UserError(f"ledger {engines.url.database}: {text.splitlines()[0]}", "check the file, or point the ledger URL elsewhere")
+            return UserError(
+                f"ledger {engines.url.database} stayed locked by another process",
+                "retry when the other assay process has finished",
+            )
+        return UserError(
+            f"ledger {engines.url.database}: {text.splitlines()[0]}",
+            "check the file, or point the ledger URL elsewhere",
+        )
     host = f"{engines.url.host}:{engines.url.port or 5432}"
     if "password authentication failed" in low or "no password supplied" in low or "authentication failed" in low:
-        return UserError(f"PostgreSQL at {host} refused the login for user {engines.url.username!r}", "check the user and password in the ledger URL")
+        return UserError(
+            f"PostgreSQL at {host} refused the login for user {engines.url.username!r}",
+            "check the user and password in the ledger URL",
+        )
     if "does not exist" in low and "database" in low:
-        return UserError(f"PostgreSQL at {host} has no database {engines.url.database!r}", f"create it: createdb {engines.url.database}")
-    if "connection refused" in low or "could not connect" in low or "timeout expired" in low or "translate host name" in low or "name or service not known" in low:
-        return UserError(f"cannot reach PostgreSQL at {host} ({_reason(text)})", "start the server, or fix the host and port in the ledger URL")
+        return UserError(
+            f"PostgreSQL at {host} has no database {engines.url.database!r}",
+            f"create it: createdb {engines.url.database}",
+        )
+    if (
+        "connection refused" in low
+        or "could not connect" in low
+        or "timeout expired" in low
+        or "translate host name" in low
+        or "name or service not known" in low
+    ):
+        return UserError(
+            f"cannot reach PostgreSQL at {host} ({_reason(text)})",
+            "start the server, or fix the host and port in the ledger URL",
+        )
     return UserError(f"PostgreSQL ledger {where}: {_reason(text)}", "check the server and the ledger URL")
 
 
@@ -206,7 +233,7 @@ def _reason(text: str) -> str:
     for ln in lines:
         for marker in ("Connection refused", "timeout expired", "FATAL:", "could not translate host name"):
             if marker in ln:
-                return ln[ln.index(marker):].replace("FATAL:  ", "").strip()
+                return ln[ln.index(marker) :].replace("FATAL:  ", "").strip()
     return lines[0] if lines else "unknown error"
 
 
@@ -254,7 +281,9 @@ def _install_guards(conn: sa.Connection, table: str) -> None:
         )
 
 
-def ensure_tables(engines: Engines, models: Iterable[type[SQLModel]], append_only: Iterable[type[SQLModel]] = ()) -> None:
+def ensure_tables(
+    engines: Engines, models: Iterable[type[SQLModel]], append_only: Iterable[type[SQLModel]] = ()
+) -> None:
     """Create what is missing, in one transaction, one process at a time."""
     tables = [m.__table__ for m in models]
     guarded = [m.__table__.name for m in append_only]

@@ -176,7 +176,9 @@ class Ledger:
         with self.session() as s:
             return s.get(Run, run_id)
 
-    def list_runs(self, *, status: RunStatus | str | None = None, kind: str | None = None, limit: int = 100) -> list[Run]:
+    def list_runs(
+        self, *, status: RunStatus | str | None = None, kind: str | None = None, limit: int = 100
+    ) -> list[Run]:
         """Newest first."""
         q = select(Run).order_by(col(Run.created_at).desc(), col(Run.id).desc()).limit(limit)
         if status is not None:
@@ -246,15 +248,33 @@ class Ledger:
         duration = (finished_at - started_at).total_seconds() * 1000 if started_at and finished_at else None
         return self._insert_once(
             ToolCall(
-                run_id=run_id, key=key, step_key=step_key, tool=tool, arguments=arguments, decision=decision,
-                result_digest=digest, result_size=size, started_at=started_at, finished_at=finished_at,
-                duration_ms=duration, error=error, fingerprint=fingerprint, outcome=outcome or {},
+                run_id=run_id,
+                key=key,
+                step_key=step_key,
+                tool=tool,
+                arguments=arguments,
+                decision=decision,
+                result_digest=digest,
+                result_size=size,
+                started_at=started_at,
+                finished_at=finished_at,
+                duration_ms=duration,
+                error=error,
+                fingerprint=fingerprint,
+                outcome=outcome or {},
             ),
             fetch=fetch,
         )
 
     def record_policy_decision(
-        self, run_id: str, *, key: str, tool: str, decision: str, reason: str = "", detail: dict[str, Any] | None = None,
+        self,
+        run_id: str,
+        *,
+        key: str,
+        tool: str,
+        decision: str,
+        reason: str = "",
+        detail: dict[str, Any] | None = None,
         fetch: bool = True,
     ) -> PolicyDecision | None:
         return self._insert_once(
@@ -270,7 +290,8 @@ class Ledger:
         """(fingerprint, decision, outcome) of a recorded call: the replay check, kept lean
         because the gateway asks it before every call that carries a client key."""
         q = sa.select(ToolCall.fingerprint, ToolCall.decision, ToolCall.outcome).where(
-            ToolCall.run_id == run_id, ToolCall.key == key)
+            ToolCall.run_id == run_id, ToolCall.key == key
+        )
         row = self._core(self._engines.read, q, first=True)
         return None if row is None else (row[0], row[1], row[2] or {})
 
@@ -282,7 +303,9 @@ class Ledger:
             cache[model] = self._insert(model).on_conflict_do_nothing(index_elements=["run_id", "key"])
         return cache[model]
 
-    def _core(self, engine: sa.Engine, statement: Any, params: dict[str, Any] | None = None, *, first: bool = False) -> Any:
+    def _core(
+        self, engine: sa.Engine, statement: Any, params: dict[str, Any] | None = None, *, first: bool = False
+    ) -> Any:
         """One statement in its own transaction, without an ORM session: the gateway's hot
         path pays for the write, not for the object machinery around it."""
         try:
@@ -297,14 +320,39 @@ class Ledger:
     def approval_events(self, run_id: str) -> list[Approval]:
         return self._events(Approval, run_id)
 
-    def record_approval(self, run_id: str, *, key: str, event: str, request_key: str, fingerprint: str,
-                        tool: str, arguments: dict[str, Any] | None = None, reason: str = "", actor: str = "") -> Approval:
-        return self._insert_once(Approval(run_id=run_id, key=key, event=event, request_key=request_key,
-                                          fingerprint=fingerprint, tool=tool, arguments=arguments or {},
-                                          reason=reason, actor=actor))
+    def record_approval(
+        self,
+        run_id: str,
+        *,
+        key: str,
+        event: str,
+        request_key: str,
+        fingerprint: str,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        reason: str = "",
+        actor: str = "",
+    ) -> Approval:
+        return self._insert_once(
+            Approval(
+                run_id=run_id,
+                key=key,
+                event=event,
+                request_key=request_key,
+                fingerprint=fingerprint,
+                tool=tool,
+                arguments=arguments or {},
+                reason=reason,
+                actor=actor,
+            )
+        )
 
-    def record_submission(self, run_id: str, *, key: str, snapshot: str, sha256: str, files: dict[str, Any], entry: str) -> Submission:
-        return self._insert_once(Submission(run_id=run_id, key=key, snapshot=snapshot, sha256=sha256, files=files, entry=entry))
+    def record_submission(
+        self, run_id: str, *, key: str, snapshot: str, sha256: str, files: dict[str, Any], entry: str
+    ) -> Submission:
+        return self._insert_once(
+            Submission(run_id=run_id, key=key, snapshot=snapshot, sha256=sha256, files=files, entry=entry)
+        )
 
     def submissions(self, run_id: str) -> list[Submission]:
         return self._events(Submission, run_id)
@@ -344,7 +392,9 @@ class Ledger:
                 payload=payload,
                 signature=signature,
                 prev_hash=prev,
-                row_hash=chain.row_hash(prev, run_id=run_id, key=key, created_at=created, payload=payload, signature=signature),
+                row_hash=chain.row_hash(
+                    prev, run_id=run_id, key=key, created_at=created, payload=payload, signature=signature
+                ),
             )
             s.add(verdict)
             s.flush()

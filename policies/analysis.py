@@ -195,9 +195,13 @@ class _ToolModel:
             ("no NUL in command", z3.Not(z3.Contains(self.exe, z3.StringVal(_NUL)))),
         ]
         if cap.paths is not None:
-            self.domain_parts.append(("constraint paths", z3.InRe(self.path, z3.Union(*[glob_regex(p) for p in cap.paths]))))
+            self.domain_parts.append(
+                ("constraint paths", z3.InRe(self.path, z3.Union(*[glob_regex(p) for p in cap.paths])))
+            )
         if cap.executables is not None:
-            self.domain_parts.append(("constraint executables", z3.Or([self.exe == z3.StringVal(x) for x in cap.executables])))
+            self.domain_parts.append(
+                ("constraint executables", z3.Or([self.exe == z3.StringVal(x) for x in cap.executables]))
+            )
         self.domain = z3.And([f for _, f in self.domain_parts])
         self.cond_parts = [self.condition_parts(rule) for rule in cap.rules]
         self.conds = [z3.And([f for _, f in parts]) if parts else z3.BoolVal(True) for parts in self.cond_parts]
@@ -316,7 +320,10 @@ def _secrets_stay_in(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: i
         if result == z3.sat:
             same = " (one tool does both)" if r == e else ""
             yield Finding(
-                role, prop, f"{r} + {e}", "failed",
+                role,
+                prop,
+                f"{r} + {e}",
+                "failed",
                 f"{r} may receive restored secrets and {e} sends output outside{same}: "
                 f"e.g. {r}({_args(a.example(model))}) then {e}({_args(b.example(model))})",
             )
@@ -326,7 +333,9 @@ def _secrets_stay_in(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: i
     if unknown:
         yield Finding(role, prop, ", ".join(unknown), "unknown", _unknown(timeout_ms))
     elif not failed:
-        yield Finding(role, prop, f"{_n(len(restorers), 'restoring tool')} x {_n(len(egress), 'egress tool')}", "proved")
+        yield Finding(
+            role, prop, f"{_n(len(restorers), 'restoring tool')} x {_n(len(egress), 'egress tool')}", "proved"
+        )
 
 
 def _patterns(manifest: Manifest) -> Iterable[tuple[str, str]]:
@@ -350,7 +359,9 @@ def _paths_inside(manifest: Manifest, timeout_ms: int) -> Iterable[Finding]:
         result, model = _solve(timeout_ms, z3.InRe(s, z3.Intersect(glob_regex(pattern), OUTSIDE)))
         if result == z3.sat:
             failed = True
-            yield Finding(role, prop, f"{where} {pattern!r}", "failed", f"admits {unprefixed(_string_value(model, s))!r}")
+            yield Finding(
+                role, prop, f"{where} {pattern!r}", "failed", f"admits {unprefixed(_string_value(model, s))!r}"
+            )
         elif result == z3.unknown:
             failed = True
             yield Finding(role, prop, f"{where} {pattern!r}", "unknown", _unknown(timeout_ms))
@@ -369,8 +380,9 @@ def _dead_and_shadowed(manifest: Manifest, models: dict[str, _ToolModel], timeou
             result, model, core = _solve_tracked(timeout_ms, m.domain_parts + m.cond_parts[i])
             if result == z3.unsat:
                 bad.add("no-dead-rules")
-                yield Finding(role, "no-dead-rules", rid, "failed",
-                              f"no call matches it: {' and '.join(sorted(core))} contradict")
+                yield Finding(
+                    role, "no-dead-rules", rid, "failed", f"no call matches it: {' and '.join(sorted(core))} contradict"
+                )
                 continue
             if result == z3.unknown:
                 bad.add("no-dead-rules")
@@ -384,13 +396,21 @@ def _dead_and_shadowed(manifest: Manifest, models: dict[str, _ToolModel], timeou
             if result == z3.unsat:
                 bad.add("no-shadowed-rules")
                 hit = next(
-                    (manifest.rule_id(name, j) for j in range(i)
-                     if z3.is_true(example.eval(m.conds[j], model_completion=True))),
+                    (
+                        manifest.rule_id(name, j)
+                        for j in range(i)
+                        if z3.is_true(example.eval(m.conds[j], model_completion=True))
+                    ),
                     "an earlier rule",
                 )
-                yield Finding(role, "no-shadowed-rules", rid, "failed",
-                              f"every call it matches is taken earlier, e.g. {name}({_args(m.example(example))}) "
-                              f"is decided by {hit}")
+                yield Finding(
+                    role,
+                    "no-shadowed-rules",
+                    rid,
+                    "failed",
+                    f"every call it matches is taken earlier, e.g. {name}({_args(m.example(example))}) "
+                    f"is decided by {hit}",
+                )
             elif result == z3.unknown:
                 bad.add("no-shadowed-rules")
                 yield Finding(role, "no-shadowed-rules", rid, "unknown", _unknown(timeout_ms))
@@ -406,19 +426,37 @@ def _limits_tighten(manifest: Manifest, limits: Limits, timeout_ms: int) -> Iter
     for name, cap in manifest.tools.items():
         if cap.max_timeout_s is not None:
             v = z3.Int(f"{name}.max_timeout_ms")
-            claims.append((f"{name}.max_timeout_s", v == to_ms(cap.max_timeout_s), v <= g_timeout,
-                           f"{cap.max_timeout_s:g} s is above the global limit of {limits.timeout_s:g} s "
-                           "(ASSAY_LIMIT_TIMEOUT_S), which applies instead"))
+            claims.append(
+                (
+                    f"{name}.max_timeout_s",
+                    v == to_ms(cap.max_timeout_s),
+                    v <= g_timeout,
+                    f"{cap.max_timeout_s:g} s is above the global limit of {limits.timeout_s:g} s "
+                    "(ASSAY_LIMIT_TIMEOUT_S), which applies instead",
+                )
+            )
         if cap.max_output_bytes is not None:
             v = z3.Int(f"{name}.max_output_bytes")
-            claims.append((f"{name}.max_output_bytes", v == cap.max_output_bytes, v <= g_output,
-                           f"{cap.max_output_bytes} bytes is above the global limit of {limits.output_bytes} "
-                           "(ASSAY_LIMIT_OUTPUT_BYTES), which applies instead"))
+            claims.append(
+                (
+                    f"{name}.max_output_bytes",
+                    v == cap.max_output_bytes,
+                    v <= g_output,
+                    f"{cap.max_output_bytes} bytes is above the global limit of {limits.output_bytes} "
+                    "(ASSAY_LIMIT_OUTPUT_BYTES), which applies instead",
+                )
+            )
         if cap.rate.per_minute is not None and cap.rate.per_run is not None:
             pm, pr = z3.Int(f"{name}.per_minute"), z3.Int(f"{name}.per_run")
-            claims.append((f"{name}.rate", z3.And(pm == cap.rate.per_minute, pr == cap.rate.per_run), pm <= pr,
-                           f"per_minute {cap.rate.per_minute} > per_run {cap.rate.per_run}: "
-                           "the per-minute limit can never bind"))
+            claims.append(
+                (
+                    f"{name}.rate",
+                    z3.And(pm == cap.rate.per_minute, pr == cap.rate.per_run),
+                    pm <= pr,
+                    f"per_minute {cap.rate.per_minute} > per_run {cap.rate.per_run}: "
+                    "the per-minute limit can never bind",
+                )
+            )
     failed = False
     for subject, facts, claim, text in claims:
         result, _ = _solve(timeout_ms, facts, z3.Not(claim))
@@ -455,18 +493,36 @@ def _no_overflow(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: int) 
             continue
         admitted = [z3.UGE(t, 1), z3.ULE(t, limit_bv), z3.UGE(start, 0), z3.ULE(start, START_NS_MAX)]
         million = z3.BitVecVal(NS_PER_MS, bits)
-        checks.append((name, "start_ns + timeout_ms * 1e6", admitted,
-                       z3.And(z3.BVMulNoOverflow(t, million, True), z3.BVAddNoOverflow(start, t * million, True))))
+        checks.append(
+            (
+                name,
+                "start_ns + timeout_ms * 1e6",
+                admitted,
+                z3.And(z3.BVMulNoOverflow(t, million, True), z3.BVAddNoOverflow(start, t * million, True)),
+            )
+        )
         if budget.tools.get(name) is None:
             continue
         n_bv, p3 = bv(cap.rate.per_run, f"{name} per_run")
         problems += [(name, p) for p in p3]
         if p3:
             continue
-        checks.append((name, f"per_run {cap.rate.per_run} * timeout_ms {lim.timeout_ms}", [],
-                       z3.BVMulNoOverflow(n_bv, limit_bv, True)))
-        checks.append((name, f"per_run {cap.rate.per_run} * output_bytes {lim.output_bytes}", [],
-                       z3.BVMulNoOverflow(n_bv, out_bv, True)))
+        checks.append(
+            (
+                name,
+                f"per_run {cap.rate.per_run} * timeout_ms {lim.timeout_ms}",
+                [],
+                z3.BVMulNoOverflow(n_bv, limit_bv, True),
+            )
+        )
+        checks.append(
+            (
+                name,
+                f"per_run {cap.rate.per_run} * output_bytes {lim.output_bytes}",
+                [],
+                z3.BVMulNoOverflow(n_bv, out_bv, True),
+            )
+        )
         products_wall.append(n_bv * limit_bv)
         products_out.append(n_bv * out_bv)
     if budget.wall_ms is not None:

@@ -178,7 +178,11 @@ class CapabilityPolicy:
     # -- one call ---------------------------------------------------------------------
 
     def decide(
-        self, tool: str, arguments: Mapping[str, Any] | None = None, *, now: float | None = None,
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        now: float | None = None,
         paths: list[Any] | None = None,
     ) -> Decision:
         """`paths`: every path the call touches, when the tool names them otherwise than `path`
@@ -198,7 +202,9 @@ class CapabilityPolicy:
         if paths is None or not isinstance(arguments, Mapping):
             decision = self._decide_call(tool, cap, arguments)
         else:
-            each = [self._decide_call(tool, cap, {**arguments, PATH_ARG: p}) for p in paths] or [self._decide_call(tool, cap, arguments)]
+            each = [self._decide_call(tool, cap, {**arguments, PATH_ARG: p}) for p in paths] or [
+                self._decide_call(tool, cap, arguments)
+            ]
             decision = min(each, key=lambda d: _STRICTNESS[d.effect])
         if decision.effect == "deny":
             return decision
@@ -243,8 +249,15 @@ class CapabilityPolicy:
         if requested is None:
             t_ms = limits.timeout_ms
         else:
-            if isinstance(requested, bool) or not isinstance(requested, (int, float)) or not math.isfinite(requested) or requested <= 0:
-                return deny(f"{tool}#{TIMEOUT_ARG}", f"timeout_s must be a positive number of seconds, got {_show(requested)}")
+            if (
+                isinstance(requested, bool)
+                or not isinstance(requested, (int, float))
+                or not math.isfinite(requested)
+                or requested <= 0
+            ):
+                return deny(
+                    f"{tool}#{TIMEOUT_ARG}", f"timeout_s must be a positive number of seconds, got {_show(requested)}"
+                )
             t_ms = max(1, to_ms(requested)) if requested < 1e12 else math.inf
             if t_ms > limits.timeout_ms:
                 return deny(
@@ -256,7 +269,10 @@ class CapabilityPolicy:
             return deny(f"{tool}#paths", f"path {shown_path} is not inside the allowed paths [{', '.join(cap.paths)}]")
         if cap.executables is not None:
             if executable is None:
-                return deny(f"{tool}#executables", f"give the program to run as command[0], one of [{', '.join(cap.executables)}]")
+                return deny(
+                    f"{tool}#executables",
+                    f"give the program to run as command[0], one of [{', '.join(cap.executables)}]",
+                )
             if executable not in cap.executables:
                 hint = ""
                 base = executable.rsplit("/", 1)[-1]
@@ -278,7 +294,11 @@ class CapabilityPolicy:
                 misses.append(f"{rid} needs {why_not}")
         rid = f"{tool}#default"
         if cap.default == "deny":
-            detail = f"no rule admits this call ({'; '.join(misses)})" if misses else "this tool is not allowed for this role"
+            detail = (
+                f"no rule admits this call ({'; '.join(misses)})"
+                if misses
+                else "this tool is not allowed for this role"
+            )
             return deny(rid, detail)
         return self._admit(tool, cap, cap.default, rid, f"{rid}: no rule matched, default is {cap.default}", limits)
 
@@ -302,7 +322,10 @@ class CapabilityPolicy:
         if per_run is not None and self.counts.per_run.get(tool, 0) >= per_run:
             rid = f"{tool}#rate.per_run"
             return Decision(
-                "deny", rid, f"denied by {rid}: this run has used all {per_run} calls of {tool}; finish with what you have", tool
+                "deny",
+                rid,
+                f"denied by {rid}: this run has used all {per_run} calls of {tool}; finish with what you have",
+                tool,
             )
         if per_minute is not None:
             window = self.counts.in_window(tool, now)
@@ -310,7 +333,10 @@ class CapabilityPolicy:
                 wait = max(0.0, window[0] + WINDOW_S - now)
                 rid = f"{tool}#rate.per_minute"
                 return Decision(
-                    "deny", rid, f"denied by {rid}: at most {per_minute} calls of {tool} per minute; retry in {wait:.1f} s", tool
+                    "deny",
+                    rid,
+                    f"denied by {rid}: at most {per_minute} calls of {tool} per minute; retry in {wait:.1f} s",
+                    tool,
                 )
         return None
 

@@ -238,12 +238,12 @@ def _fix_for(kind: str, loc: tuple) -> str:
     parent = next((str(p) for p in reversed(loc) if isinstance(p, str)), "")
     if kind == "string_pattern_mismatch":
         if loc and loc[0] == "role":
-            return 'use lower-case letters, digits, \'-\' or \'_\', e.g. role = "workspace-agent"'
+            return "use lower-case letters, digits, '-' or '_', e.g. role = \"workspace-agent\""
         return "tool names are lower-case letters, digits, '-' or '_', as the gateway registers them"
     if kind == "value_error" and parent in ("executables", "executable"):
-        return "write the bare program name, e.g. \"python\"; the sandbox finds it on its PATH"
+        return 'write the bare program name, e.g. "python"; the sandbox finds it on its PATH'
     if kind == "value_error" and parent in ("paths", "path"):
-        return "write a glob relative to the workspace, e.g. \"src/**\" or \"**/*.py\""
+        return 'write a glob relative to the workspace, e.g. "src/**" or "**/*.py"'
     if last == "format":
         return f"set format = {FORMAT_VERSION}"
     return _FIX_BY_KIND.get(kind, "correct the value as described")

@@ -24,7 +24,9 @@ MAX_WAIT_S = 3600.0
 
 class PaddingPolicy(BaseModel):
     enabled: bool = False
-    size_bucket: int = Field(4096, ge=256, le=1 << 24, description="pad every message up to a multiple of this many bytes")
+    size_bucket: int = Field(
+        4096, ge=256, le=1 << 24, description="pad every message up to a multiple of this many bytes"
+    )
     time_quantum_s: float = Field(
         0.25, gt=0, le=MAX_WAIT_S, allow_inf_nan=False, description="release results at the next multiple of this"
     )

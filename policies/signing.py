@@ -162,7 +162,9 @@ def load_private_key(path: str | Path | None = None) -> Ed25519PrivateKey:
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
-        raise UserError(f"{p} is not an unencrypted PEM private key ({exc})", "use a key from `assay policy keygen`") from None
+        raise UserError(
+            f"{p} is not an unencrypted PEM private key ({exc})", "use a key from `assay policy keygen`"
+        ) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise UserError(f"{p} is not an ed25519 private key", "use a key from `assay policy keygen`")
     return key

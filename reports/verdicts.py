@@ -71,16 +71,30 @@ def write_junit(path: Path, reports: list[dict[str, Any]]) -> None:
         checks = r["checks"] or [{"name": "verdict", "passed": r["passed"], "detail": "; ".join(r["reasons"])}]
         failures = sum(1 for c in checks if not c.get("passed"))
         seconds = (r.get("budget_used") or {}).get("seconds") or 0
-        suite = ET.SubElement(suites, "testsuite", package=f"assay.{_xml_text(r['kind'])}", id=str(i),
-                              name=_xml_text(f"{r['kind']}:{r['job']}"), timestamp=_junit_time(r.get("verified_at")),
-                              hostname=host, tests=str(len(checks)), failures=str(failures), errors="0",
-                              time=f"{float(seconds):.3f}")
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            package=f"assay.{_xml_text(r['kind'])}",
+            id=str(i),
+            name=_xml_text(f"{r['kind']}:{r['job']}"),
+            timestamp=_junit_time(r.get("verified_at")),
+            hostname=host,
+            tests=str(len(checks)),
+            failures=str(failures),
+            errors="0",
+            time=f"{float(seconds):.3f}",
+        )
         props = ET.SubElement(suite, "properties")
         for k in ("run_id", "brain", "status", "criteria_hash", "submission_hash", "verdict_id", "signature", "error"):
             ET.SubElement(props, "property", name=k, value=_xml_text(str(r.get(k))))
         for c in checks:
-            case = ET.SubElement(suite, "testcase", classname=_xml_text(f"assay.{r['kind']}"), name=_xml_text(str(c.get("name"))),
-                                 time="0")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=_xml_text(f"assay.{r['kind']}"),
+                name=_xml_text(str(c.get("name"))),
+                time="0",
+            )
             if not c.get("passed"):
                 detail = _xml_text(str(c.get("detail", "")))
                 f = ET.SubElement(case, "failure", message=detail[:1000], type=_xml_text(str(c.get("name"))))
@@ -130,27 +144,46 @@ def write_sarif(path: Path, reports: list[dict[str, Any]]) -> None:
             rules.setdefault(name, {"id": name, "shortDescription": {"text": f"assay {r['kind']} check: {name}"}})
             if c.get("passed"):
                 continue
-            results.append({
-                "ruleId": name,
-                "level": "error",
-                "message": {"text": str(c.get("detail") or name)},
-                "properties": {"run_id": r["run_id"], "verdict_id": r.get("verdict_id")},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(r.get("job"))}}}],
-            })
+            results.append(
+                {
+                    "ruleId": name,
+                    "level": "error",
+                    "message": {"text": str(c.get("detail") or name)},
+                    "properties": {"run_id": r["run_id"], "verdict_id": r.get("verdict_id")},
+                    "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(r.get("job"))}}}],
+                }
+            )
     doc = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "assay", "version": __version__, "informationUri": "https://example.invalid/assay", "rules": list(rules.values())}},
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "assay",
+                        "version": __version__,
+                        "informationUri": "https://example.invalid/assay",
+                        "rules": list(rules.values()),
+                    }
+                },
+                "results": results,
+            }
+        ],
     }
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
 def print_summary(console: Console, r: dict[str, Any]) -> None:
-    mark = "[bold green]PASS[/]" if r["passed"] else "[bold yellow]FAIL (inconclusive)[/]" if r.get("inconclusive") else "[bold red]FAIL[/]"
-    console.print(f"\n{mark}  run [bold]{r['run_id']}[/] ({r['kind']}, brain {r['brain']}), verdict #{r.get('verdict_id')}")
+    mark = (
+        "[bold green]PASS[/]"
+        if r["passed"]
+        else "[bold yellow]FAIL (inconclusive)[/]"
+        if r.get("inconclusive")
+        else "[bold red]FAIL[/]"
+    )
+    console.print(
+        f"\n{mark}  run [bold]{r['run_id']}[/] ({r['kind']}, brain {r['brain']}), verdict #{r.get('verdict_id')}"
+    )
     for reason in r["reasons"]:
         console.print(f"  - {reason}")
     if r["checks"]:
@@ -159,7 +192,11 @@ def print_summary(console: Console, r: dict[str, Any]) -> None:
         t.add_column("result")
         t.add_column("detail", overflow="fold")
         for c in r["checks"]:
-            t.add_row(str(c.get("name")), "[green]pass[/]" if c.get("passed") else "[red]fail[/]", str(c.get("detail", ""))[:120])
+            t.add_row(
+                str(c.get("name")),
+                "[green]pass[/]" if c.get("passed") else "[red]fail[/]",
+                str(c.get("detail", ""))[:120],
+            )
         console.print(t)
     if r.get("headline"):
         h = r["headline"]
@@ -167,7 +204,9 @@ def print_summary(console: Console, r: dict[str, Any]) -> None:
     if r.get("figures"):
         console.print(figure_chart(r["figures"]))
     if r.get("criteria_hash"):
-        console.print(f"  criteria {str(r['criteria_hash'])[:16]}  submission {str(r.get('submission_hash'))[:16]}  row {str(r.get('row_hash'))[:16]}")
+        console.print(
+            f"  criteria {str(r['criteria_hash'])[:16]}  submission {str(r.get('submission_hash'))[:16]}  row {str(r.get('row_hash'))[:16]}"
+        )
 
 
 def _headline_text(h: dict[str, Any]) -> str:

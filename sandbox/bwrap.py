@@ -95,15 +95,33 @@ def _mode() -> tuple[str, int, str]:
         return "user", uid, f"commands run as your uid {uid}"
     path = bwrap_path() or "bwrap"
     probe = subprocess.run(
-        _launcher_argv([], [], [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-                               *_symlink_args(), "--", "/usr/bin/true"]),
-        capture_output=True, timeout=10,
+        _launcher_argv(
+            [],
+            [],
+            [
+                path,
+                "--unshare-all",
+                "--die-with-parent",
+                "--ro-bind",
+                "/usr",
+                "/usr",
+                *_symlink_args(),
+                "--",
+                "/usr/bin/true",
+            ],
+        ),
+        capture_output=True,
+        timeout=10,
     )
     if probe.returncode == 0:
         return "nobody", NOBODY, f"commands run as host uid {NOBODY} (unprivileged user namespace)"
-    return "root", 0, (
-        "weaker: no unprivileged user namespaces, so the sandbox uid maps to host root "
-        "(no capabilities; /proc/sys hidden)"
+    return (
+        "root",
+        0,
+        (
+            "weaker: no unprivileged user namespaces, so the sandbox uid maps to host root "
+            "(no capabilities; /proc/sys hidden)"
+        ),
     )
 
 
@@ -115,9 +133,20 @@ def availability() -> tuple[bool, str]:
     try:
         version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
         probe = subprocess.run(
-            [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-             *_symlink_args(), "--", "/usr/bin/true"],
-            capture_output=True, text=True, timeout=10,
+            [
+                path,
+                "--unshare-all",
+                "--die-with-parent",
+                "--ro-bind",
+                "/usr",
+                "/usr",
+                *_symlink_args(),
+                "--",
+                "/usr/bin/true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"bubblewrap at {path} does not run ({exc})"
@@ -178,12 +207,21 @@ class BwrapSandbox(ResidentSandbox):
             "--die-with-parent",
             "--new-session",  # no controlling tty: no TIOCSTI into the host's terminal
             "--as-pid-1",  # the helper is PID 1, so kill(-1) reaches every sandbox process
-            "--uid", str(uid), "--gid", str(gid),
-            "--hostname", "sandbox",
+            "--uid",
+            str(uid),
+            "--gid",
+            str(gid),
+            "--hostname",
+            "sandbox",
             "--clearenv",
-            "--setenv", "PATH", "/usr/bin:/bin",
-            "--setenv", "LANG", "C.UTF-8",
-            "--cap-drop", "ALL",
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--cap-drop",
+            "ALL",
         ]
         if _supports("--disable-userns"):
             args.append("--disable-userns")  # no nested user namespaces to regain capabilities in
@@ -209,10 +247,21 @@ class BwrapSandbox(ResidentSandbox):
         tmp_size = ["--size", str(tmpfs_bytes(self.spec))] if _supports("--size") else []
         shm_size = ["--size", str(64 << 20)] if _supports("--size") else []
         args += [
-            "--dev", "/dev",
-            "--perms", "1777", *shm_size, "--tmpfs", "/dev/shm",
-            "--perms", "1777", *tmp_size, "--tmpfs", "/tmp",
-            "--bind", src(str(self._workspace)), self.spec.workdir,
+            "--dev",
+            "/dev",
+            "--perms",
+            "1777",
+            *shm_size,
+            "--tmpfs",
+            "/dev/shm",
+            "--perms",
+            "1777",
+            *tmp_size,
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            src(str(self._workspace)),
+            self.spec.workdir,
         ]
         for d in late:
             args += ["--ro-bind", src(d), d]
@@ -252,7 +301,14 @@ class BwrapSandbox(ResidentSandbox):
                 fds[path] = r
                 keep.append(r)
             argv = self._args(mode, src, fds) + [
-                "--", host_toolchain().python, "-I", "-S", "-B", "-c", HELPER_SOURCE, init,
+                "--",
+                host_toolchain().python,
+                "-I",
+                "-S",
+                "-B",
+                "-c",
+                HELPER_SOURCE,
+                init,
             ]
             procs = [str(p) for p in self._cgroup.procs] if self._cgroup else []
             if mode == "nobody":

@@ -93,7 +93,7 @@ def _probe():
         text = str(exc)
         if "Permission denied" in text or "PermissionError" in text:
             return False, f"no permission to use the Docker daemon at {host}", None
-        if host.startswith("unix://") and not os.path.exists(host[len("unix://"):]):
+        if host.startswith("unix://") and not os.path.exists(host[len("unix://") :]):
             return False, f"no Docker daemon is running (no socket at {host})", None
         return False, f"the Docker daemon at {host} does not answer", None
     return True, f"Docker {version} at {host}", c

@@ -146,7 +146,13 @@ def run(req, frames):
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         msg = f"sandbox: cannot run {req['argv'][0]!r}: {exc.strerror}\n".encode()
-        return {"exit": code, "stdout": "", "stderr": base64.b64encode(msg).decode(), "killed": None, "truncated": False}
+        return {
+            "exit": code,
+            "stdout": "",
+            "stderr": base64.b64encode(msg).decode(),
+            "killed": None,
+            "truncated": False,
+        }
 
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     out = {out_fd: bytearray(), err_fd: bytearray()}

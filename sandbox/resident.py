@@ -175,15 +175,25 @@ class ResidentSandbox:
                 reply = parse_reply(obj, req_id, cap)
             except _NoAnswer:
                 self._kill()
-                return ExecResult("", "sandbox: no answer by the deadline; sandbox killed\n", -9,
-                                  time.monotonic() - started, killed="timeout")
+                return ExecResult(
+                    "",
+                    "sandbox: no answer by the deadline; sandbox killed\n",
+                    -9,
+                    time.monotonic() - started,
+                    killed="timeout",
+                )
             except (EOFError, OSError):
                 reason = self._counter_reason(base) or host_reason
                 self._kill()
                 if reason is None:
                     raise SandboxError(f"{self.backend} sandbox died during exec: {self._diagnostics()}") from None
-                return ExecResult("", f"sandbox: killed ({reason}); sandbox restarted\n", -9,
-                                  time.monotonic() - started, killed=reason)
+                return ExecResult(
+                    "",
+                    f"sandbox: killed ({reason}); sandbox restarted\n",
+                    -9,
+                    time.monotonic() - started,
+                    killed=reason,
+                )
             except ProtocolError as exc:
                 self._kill()
                 raise SandboxError(f"{self.backend} sandbox killed: {exc}") from None

@@ -75,7 +75,10 @@ def planted(workspace: Path | None = None) -> Iterator[Host]:
         # whole group (sh and its sleep) goes at the end and holds none of our pipes.
         marker = subprocess.Popen(
             ["/bin/sh", "-c", "sleep 300", canary],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             yield Host(canary, secret, listener.getsockname()[1], listener, ws, marker)
@@ -141,7 +144,9 @@ def check_writes(sb: Sandbox, host: Host) -> tuple[bool, str]:
 
 def check_env(sb: Sandbox, host: Host) -> tuple[bool, str]:
     r = sb.exec("env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'")
-    return not _leak(host, r.stdout, r.stderr), "host env canary not visible" if not _leak(host, r.stdout) else "canary leaked"
+    return not _leak(host, r.stdout, r.stderr), "host env canary not visible" if not _leak(
+        host, r.stdout
+    ) else "canary leaked"
 
 
 def check_files(sb: Sandbox, host: Host) -> tuple[bool, str]:
@@ -167,7 +172,12 @@ def check_network(sb: Sandbox, host: Host) -> tuple[bool, str]:
     ifaces = {ln.split(":")[0].strip() for ln in lines[3:] if ":" in ln}
     got = host.connections()
     ok = r.exit_code == 0 and not reached and got == 0 and ifaces <= {"lo"}
-    return ok, "no route out, no DNS, host listener untouched" if ok else f"reached {reached}, listener got {got}, ifaces {ifaces}"
+    return (
+        ok,
+        "no route out, no DNS, host listener untouched"
+        if ok
+        else f"reached {reached}, listener got {got}, ifaces {ifaces}",
+    )
 
 
 PS = (
@@ -183,7 +193,12 @@ def check_processes(sb: Sandbox, host: Host) -> tuple[bool, str]:
     count = len(r.stdout.splitlines())
     # Visible: the helper (PID 1) and this probe. Nothing of the host's.
     ok = r.exit_code == 0 and not _leak(host, r.stdout) and count <= 3
-    return ok, f"{count} processes visible, none of the host's" if ok else f"{count} visible, marker seen={_leak(host, r.stdout)}"
+    return (
+        ok,
+        f"{count} processes visible, none of the host's"
+        if ok
+        else f"{count} visible, marker seen={_leak(host, r.stdout)}",
+    )
 
 
 def check_privileges(sb: Sandbox, host: Host) -> tuple[bool, str]:
@@ -191,7 +206,12 @@ def check_privileges(sb: Sandbox, host: Host) -> tuple[bool, str]:
     fields = dict(ln.split(":\t", 1) for ln in r.stdout.splitlines() if ":\t" in ln)
     uid = fields.get("Uid", "0").split()[0]
     ok = fields.get("CapEff", "").strip() == "0" * 16 and fields.get("NoNewPrivs", "").strip() == "1" and uid != "0"
-    return ok, f"uid {uid}, no capabilities, no-new-privs" if ok else f"CapEff={fields.get('CapEff')} NNP={fields.get('NoNewPrivs')} uid={uid}"
+    return (
+        ok,
+        f"uid {uid}, no capabilities, no-new-privs"
+        if ok
+        else f"CapEff={fields.get('CapEff')} NNP={fields.get('NoNewPrivs')} uid={uid}",
+    )
 
 
 def _limit(sb: Sandbox, command, reason: str, timeout: float) -> tuple[bool, str]:
@@ -199,7 +219,10 @@ def _limit(sb: Sandbox, command, reason: str, timeout: float) -> tuple[bool, str
     r = sb.exec(command, timeout=timeout)
     took = time.monotonic() - t0
     ok = r.killed == reason and took <= timeout + SLACK_S
-    return ok, f"killed ({r.killed}) after {took:.2f}s" if ok else f"killed={r.killed} exit={r.exit_code} after {took:.2f}s"
+    return (
+        ok,
+        f"killed ({r.killed}) after {took:.2f}s" if ok else f"killed={r.killed} exit={r.exit_code} after {took:.2f}s",
+    )
 
 
 def check_memory(sb: Sandbox, host: Host) -> tuple[bool, str]:
@@ -219,7 +242,10 @@ def check_output(sb: Sandbox, host: Host) -> tuple[bool, str]:
     r = sb.exec(["/usr/bin/yes", "assay"], timeout=LIMITS.timeout_s)
     size = len(r.stdout.encode()) + len(r.stderr.encode())
     ok = r.killed == "output" and r.truncated and size <= LIMITS.output_bytes
-    return ok, f"cut at {size} bytes, killed (output)" if ok else f"killed={r.killed} truncated={r.truncated} size={size}"
+    return (
+        ok,
+        f"cut at {size} bytes, killed (output)" if ok else f"killed={r.killed} truncated={r.truncated} size={size}",
+    )
 
 
 def check_leftovers(sb: Sandbox, host: Host) -> tuple[bool, str]:

@@ -130,7 +130,9 @@ def check_spec(spec: SandboxSpec) -> Path:
         if not Path(src).exists():
             raise UserError(f"sandbox read-only bind {src} does not exist", "create it or drop it from ro_binds")
         if not str(dst).startswith("/") or str(dst).rstrip("/") in NEVER_BIND | {"/usr"}:
-            raise UserError(f"sandbox bind target {dst!r} is not allowed", "bind under a fresh absolute path, e.g. /task")
+            raise UserError(
+                f"sandbox bind target {dst!r} is not allowed", "bind under a fresh absolute path, e.g. /task"
+            )
     return workspace.resolve()
 
 

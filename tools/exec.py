@@ -31,7 +31,9 @@ class ExecArgs(BaseModel):
     def _argv_fits(cls, command: list[str]) -> list[str]:
         sizes = [len(a.encode("utf-8", "surrogatepass")) + 1 for a in command]
         if max(sizes, default=0) > MAX_ARG_BYTES or sum(sizes) > MAX_ARGV_BYTES:
-            raise ValueError(f"each argument must be under {MAX_ARG_BYTES >> 10} KiB and all together under {MAX_ARGV_BYTES >> 20} MiB")
+            raise ValueError(
+                f"each argument must be under {MAX_ARG_BYTES >> 10} KiB and all together under {MAX_ARGV_BYTES >> 20} MiB"
+            )
         return command
 
 

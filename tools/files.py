@@ -88,7 +88,9 @@ def open_in_workspace(ws: Path, path: str, flags: int, mode: int = 0o644) -> int
         except IsADirectoryError:
             raise ToolFailure(f"{path!r} is a directory") from None
         except OSError as exc:
-            raise ToolFailure(f"cannot open {path!r}: {exc.strerror} (symlinks and special files are refused)") from None
+            raise ToolFailure(
+                f"cannot open {path!r}: {exc.strerror} (symlinks and special files are refused)"
+            ) from None
         mode_now = os.fstat(fd).st_mode
         if not (stat.S_ISREG(mode_now) or stat.S_ISDIR(mode_now)):
             os.close(fd)
@@ -262,8 +264,10 @@ def diff(ctx: ToolContext, args: DiffArgs) -> Diff:
         # difflib's matching grows faster than the lines: two crafted 256 KiB files held the
         # gateway's CPU for 20 s. At this many lines the worst found takes a quarter second.
         if len(side) > DIFF_LINES:
-            raise ToolFailure(f"{name!r} has {len(side)} lines, more than diff compares here ({DIFF_LINES}); "
-                              "run `diff -u` through exec in the sandbox instead")
+            raise ToolFailure(
+                f"{name!r} has {len(side)} lines, more than diff compares here ({DIFF_LINES}); "
+                "run `diff -u` through exec in the sandbox instead"
+            )
     text = "".join(difflib.unified_diff(*sides, fromfile=args.a, tofile=args.b, n=args.context))
     cap = output_cap(ctx, len(text))
     shown = cut_at_boundary(text.encode(), cap).decode("utf-8", "ignore") if len(text.encode()) > cap else text

@@ -89,9 +89,8 @@ def record_in_flight(why: str) -> int:
 def _interrupted(call: ToolCall, why: str) -> ToolOutcome:
     decided = call.decision
     ran = decided is not None and decided.effect == "allow"
-    text = (
-        f"{call.name} was interrupted ({why}) before its result was delivered"
-        + ("; the tool may have run" if ran else "")
+    text = f"{call.name} was interrupted ({why}) before its result was delivered" + (
+        "; the tool may have run" if ran else ""
     )
     outcome = ToolOutcome(text=text, is_error=True, meta={"interrupted": True})
     if decided is not None:

@@ -18,6 +18,7 @@ from assay.tools.seam import Handler, ToolCall, ToolOutcome, error
 
 log = logging.getLogger(__name__)
 
+
 class Approvals(Protocol):
     def status(self, call: ToolCall) -> str | None:
         """'approved', 'denied', 'pending' or None for this call's fingerprint."""
@@ -54,9 +55,13 @@ class PolicyCheck:
             status = self.approvals.status(call)
             if status == "approved":
                 self.approvals.consume(call)
-                decision = dataclasses.replace(decision, effect="allow", reason=f"approved by a human ({decision.reason})")
+                decision = dataclasses.replace(
+                    decision, effect="allow", reason=f"approved by a human ({decision.reason})"
+                )
             elif status == "denied":
-                decision = dataclasses.replace(decision, effect="deny", reason=f"a human denied this call ({decision.reason})")
+                decision = dataclasses.replace(
+                    decision, effect="deny", reason=f"a human denied this call ({decision.reason})"
+                )
         self.record(call, decision)
         # On the call the outer wrappers hold (restoration below passes a copy inward): the audit
         # reads it when the call is interrupted after this point, also from a signal handler

@@ -56,7 +56,7 @@ class Redaction:
 
 def _json_view(text: str) -> Any:
     head = text.lstrip()[:1]
-    if head not in ('{', '[', '"'):
+    if head not in ("{", "[", '"'):
         return _NOT_JSON
     try:
         return json.loads(text)

@@ -32,7 +32,12 @@ def new_token() -> str:
 
 def check_token(token: str) -> str:
     """The token, if it is one a client cannot guess or send by accident; UserError otherwise."""
-    if len(token) < MIN_TOKEN_CHARS or not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+    if (
+        len(token) < MIN_TOKEN_CHARS
+        or not token.isascii()
+        or not token.isprintable()
+        or any(c.isspace() for c in token)
+    ):
         raise UserError(
             f"the bearer token must be at least {MIN_TOKEN_CHARS} printable ASCII characters without spaces",
             "omit --token (and ASSAY_MCP_TOKEN) to have one generated, or give a long random one",
@@ -46,7 +51,12 @@ def _loopback_origin(origin: str) -> bool:
         port_ok = parts.port is None or 0 < parts.port < 65536
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and (parts.hostname or "") in LOOPBACK_HOSTS and port_ok and not parts.path.strip("/")
+    return (
+        parts.scheme in ("http", "https")
+        and (parts.hostname or "") in LOOPBACK_HOSTS
+        and port_ok
+        and not parts.path.strip("/")
+    )
 
 
 class BearerGuard:
@@ -63,7 +73,9 @@ class BearerGuard:
         auth = headers.get("authorization", "")
         scheme, _, given = auth.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
-            return await _refuse(send, 401, "missing or wrong bearer token", {"www-authenticate": 'Bearer realm="assay"'})
+            return await _refuse(
+                send, 401, "missing or wrong bearer token", {"www-authenticate": 'Bearer realm="assay"'}
+            )
         return await self.app(scope, receive, send)
 
 

@@ -130,9 +130,17 @@ def build_candidate(ctx: ToolContext, args: BuildArgs) -> BuildReport:
     # than the test itself.
     q = runner.quick_test(sb, task, cand, timeout=t, progress=_progress(ctx))
     if q.error == "build":
-        return BuildReport(built=False, correct=False, build_seconds=None, error=q.error, detail=q.detail[-4000:], trials=[])
-    return BuildReport(built=q.build_s is not None, correct=q.ok, build_seconds=q.build_s, error=q.error,
-                       detail=q.detail[-4000:], trials=q.trials)
+        return BuildReport(
+            built=False, correct=False, build_seconds=None, error=q.error, detail=q.detail[-4000:], trials=[]
+        )
+    return BuildReport(
+        built=q.build_s is not None,
+        correct=q.ok,
+        build_seconds=q.build_s,
+        error=q.error,
+        detail=q.detail[-4000:],
+        trials=q.trials,
+    )
 
 
 class BenchArgs(_Args):
@@ -154,10 +162,25 @@ class BenchReport(BaseModel):
 @registry.tool(kinds=KIND)
 def benchmark(ctx: ToolContext, args: BenchArgs) -> BenchReport:
     """Time the candidate against eager PyTorch and torch.compile in one sandboxed process."""
-    r = runner.benchmark(ctx.sandbox(), _path(ctx, TASK), _path(ctx, args.path), baselines=tuple(args.baselines),
-                         reps=args.reps, copy_bandwidth=True, timeout=_timeout(ctx, 600), progress=_progress(ctx))
-    return BenchReport(correct=r.ok, seconds=r.seconds, speedup_vs_eager=r.speedup_vs_eager, speedup_vs_compile=r.speedup_vs_compile,
-                       bandwidth_fraction=r.bandwidth_fraction, error=r.error, detail=r.detail[-4000:])
+    r = runner.benchmark(
+        ctx.sandbox(),
+        _path(ctx, TASK),
+        _path(ctx, args.path),
+        baselines=tuple(args.baselines),
+        reps=args.reps,
+        copy_bandwidth=True,
+        timeout=_timeout(ctx, 600),
+        progress=_progress(ctx),
+    )
+    return BenchReport(
+        correct=r.ok,
+        seconds=r.seconds,
+        speedup_vs_eager=r.speedup_vs_eager,
+        speedup_vs_compile=r.speedup_vs_compile,
+        bandwidth_fraction=r.bandwidth_fraction,
+        error=r.error,
+        detail=r.detail[-4000:],
+    )
 
 
 class TuneArgs(_Args):
@@ -189,15 +212,43 @@ def autotune(ctx: ToolContext, args: TuneArgs) -> TuneReport:
     info = _inspect(ctx, task, _task_bytes(ctx))
     plans = plan(info, args.backend)
     if isinstance(plans, NoTemplate):
-        return TuneReport(ok=False, template=None, best=None, best_seconds=None, tried=0, warm_start=False, seeded=[],
-                          elapsed_s=0.0, error="no_template", detail=plans.reason)
+        return TuneReport(
+            ok=False,
+            template=None,
+            best=None,
+            best_seconds=None,
+            tried=0,
+            warm_start=False,
+            seeded=[],
+            elapsed_s=0.0,
+            error="no_template",
+            detail=plans.reason,
+        )
     p = plans[0]
     cache = AutotuneCache.open(ledger=ctx.ledger)
     # The budget bounds when rounds may start; the capability's time limit bounds it in turn.
-    r = tune(sb, task, p.template, p.space, cache, budget_s=_timeout(ctx, args.budget_s), timeout=_timeout(ctx, 600),
-             progress=_progress(ctx))
-    return TuneReport(ok=r.ok, template=p.template.name, best=r.best, best_seconds=r.best_seconds, tried=len(r.trials),
-                      warm_start=bool(r.seeded), seeded=r.seeded, elapsed_s=round(r.elapsed_s, 3), error=r.error, detail=r.detail[-4000:])
+    r = tune(
+        sb,
+        task,
+        p.template,
+        p.space,
+        cache,
+        budget_s=_timeout(ctx, args.budget_s),
+        timeout=_timeout(ctx, 600),
+        progress=_progress(ctx),
+    )
+    return TuneReport(
+        ok=r.ok,
+        template=p.template.name,
+        best=r.best,
+        best_seconds=r.best_seconds,
+        tried=len(r.trials),
+        warm_start=bool(r.seeded),
+        seeded=r.seeded,
+        elapsed_s=round(r.elapsed_s, 3),
+        error=r.error,
+        detail=r.detail[-4000:],
+    )
 
 
 # A kernel run's sandbox needs the harness scripts, read-only.

@@ -26,5 +26,7 @@ def import_kind_tools() -> None:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise UserError(f"the tools of job kind {name!r} ({module}) cannot be imported: {exc}",
-                            "check the kind's installation (or ASSAY_KINDS)") from None
+            raise UserError(
+                f"the tools of job kind {name!r} ({module}) cannot be imported: {exc}",
+                "check the kind's installation (or ASSAY_KINDS)",
+            ) from None

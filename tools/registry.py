@@ -94,7 +94,9 @@ class Registry:
                     destructive=destructive,
                     idempotent=idempotent,
                     kinds=kinds,
-                    path_args=path_args if path_args is not None else (("path",) if "path" in model.model_fields else ()),
+                    path_args=path_args
+                    if path_args is not None
+                    else (("path",) if "path" in model.model_fields else ()),
                 )
             )
             return fn
@@ -145,7 +147,9 @@ class Registry:
             except Exception as exc:  # a bug in a tool must not take the server down
                 # One line for whoever watches; the traceback only when debugging, since a
                 # terminal user or a pipeline log gains nothing from library internals.
-                log.error("tool %s raised %s: %s", tc.name, type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+                log.error(
+                    "tool %s raised %s: %s", tc.name, type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG)
+                )
                 return error(f"{tc.name} failed unexpectedly ({type(exc).__name__}: {exc})")
             data = out.model_dump(mode="json")
             return ToolOutcome(text=json.dumps(data, indent=1), structured=data)

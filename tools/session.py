@@ -80,7 +80,9 @@ def resolve_manifest(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix == ".toml" or os.sep in name_or_path:
         if not p.is_file():
-            raise UserError(f"manifest {p} not found", "give the path of a signed manifest .toml or a shipped role name")
+            raise UserError(
+                f"manifest {p} not found", "give the path of a signed manifest .toml or a shipped role name"
+            )
         return p
     return shipped_manifest_path(name_or_path)
 
@@ -117,8 +119,15 @@ class LedgerApprovals:
         n = sum(1 for e in self.ledger.approval_events(self.run_id) if e.event == "requested") + 1
         key = f"approval-{n}"
         self.ledger.record_approval(
-            self.run_id, key=key, event="requested", request_key=key, fingerprint=fp, tool=call.name,
-            arguments=self.redact_json(call.arguments), reason=reason, actor="gateway",
+            self.run_id,
+            key=key,
+            event="requested",
+            request_key=key,
+            fingerprint=fp,
+            tool=call.name,
+            arguments=self.redact_json(call.arguments),
+            reason=reason,
+            actor="gateway",
         )
         return key
 
@@ -126,8 +135,13 @@ class LedgerApprovals:
         req, _ = self._latest(call.fingerprint())
         if req is not None:
             self.ledger.record_approval(
-                self.run_id, key=f"{req}:used", event="used", request_key=req, fingerprint=call.fingerprint(),
-                tool=call.name, actor="gateway",
+                self.run_id,
+                key=f"{req}:used",
+                event="used",
+                request_key=req,
+                fingerprint=call.fingerprint(),
+                tool=call.name,
+                actor="gateway",
             )
 
 
@@ -142,7 +156,9 @@ class Session:
             from assay.tools.kinds import rows
 
             if cfg.kind not in rows():
-                raise UserError(f"unknown job kind {cfg.kind!r}", f"use one of: {', '.join(sorted(rows()))}, or no --kind")
+                raise UserError(
+                    f"unknown job kind {cfg.kind!r}", f"use one of: {', '.join(sorted(rows()))}, or no --kind"
+                )
         self.manifest = load_signed_manifest(resolve_manifest(cfg.manifest), role=cfg.role)
         self.warning = self.manifest.provenance.warning if self.manifest.provenance else None
         self.ledger = ledger or Ledger.open(cfg.ledger_url)
@@ -155,7 +171,9 @@ class Session:
         self._recorded_here: set[str] = set()
         self.registry = registry or default_registry()
         self.pool = SandboxPool(cfg.sandbox_backend)
-        self.spec = SandboxSpec(workspace=self.workspace, limits=default_limits(), ro_binds=self.registry.binds_for(cfg.kind))
+        self.spec = SandboxSpec(
+            workspace=self.workspace, limits=default_limits(), ro_binds=self.registry.binds_for(cfg.kind)
+        )
         self._progress: dict[str, Progress] = {}
         self.tools: dict[str, ToolSpec] = {t.name: t for t in self.registry.for_kind(cfg.kind)}
         ctx = ToolContext(
@@ -184,9 +202,14 @@ class Session:
         if self.cfg.run_id:
             run = self.ledger.get_run(self.cfg.run_id)
             if run is None:
-                raise UserError(f"no run {self.cfg.run_id!r} in the ledger", "omit --run to start a new run, or check `assay verdicts`")
+                raise UserError(
+                    f"no run {self.cfg.run_id!r} in the ledger",
+                    "omit --run to start a new run, or check `assay verdicts`",
+                )
             if RunStatus(run.status).finished:
-                raise UserError(f"run {run.id} is already {run.status}", "start a new run; a finished run takes no more tool calls")
+                raise UserError(
+                    f"run {run.id} is already {run.status}", "start a new run; a finished run takes no more tool calls"
+                )
             return run.id
         run = self.ledger.create_run(job=str(self.workspace), kind=self.cfg.kind or "mcp", brain="mcp-client")
         self.ledger.set_run_status(run.id, RunStatus.running)
@@ -217,7 +240,9 @@ class Session:
 
     # -- the call path -------------------------------------------------------------------------
 
-    async def call(self, name: str, arguments: dict[str, Any], *, key: str, progress: Progress | None = None) -> ToolOutcome:
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, key: str, progress: Progress | None = None
+    ) -> ToolOutcome:
         call = ToolCall(name=str(name)[:128], arguments=arguments, key=key)
         # With padding on, progress is not sent: its count, sizes and times (a cached autotune
         # reports at once, a cold one when its rounds finish) would show what the padded
@@ -252,8 +277,13 @@ class Session:
 
     def _record_decision(self, call: ToolCall, d: Decision) -> None:
         self.ledger.record_policy_decision(
-            self.run_id, key=call.key, tool=call.name, decision=d.effect, reason=self.redactor.redact(d.reason),
-            detail={"rule": d.rule, "fingerprint": call.fingerprint()}, fetch=False,
+            self.run_id,
+            key=call.key,
+            tool=call.name,
+            decision=d.effect,
+            reason=self.redactor.redact(d.reason),
+            detail={"rule": d.rule, "fingerprint": call.fingerprint()},
+            fetch=False,
         )
 
     def _record_call(self, call: ToolCall, outcome: ToolOutcome, timing: dict[str, Any]) -> None:
@@ -299,7 +329,13 @@ class Session:
             # Same key, different call: never replay it, record it as a call of its own.
             call.key = f"{call.key}:{secrets.token_hex(4)}"
             return None
-        return ToolOutcome(text=o["text"], structured=o.get("structured"), is_error=o["is_error"], decision=decision, rule=o.get("rule"))
+        return ToolOutcome(
+            text=o["text"],
+            structured=o.get("structured"),
+            is_error=o["is_error"],
+            decision=decision,
+            rule=o.get("rule"),
+        )
 
     # -- padding of the serialized result ---------------------------------------------------
 

@@ -79,5 +79,7 @@ def submit(ctx: ToolContext, args: SubmitArgs) -> Submitted:
         target.chmod(0o444)
     sha = whole.hexdigest()
     key = f"submission-{n}"
-    ctx.ledger.record_submission(ctx.run_id, key=key, snapshot=str(dest), sha256=sha, files=digests, entry=Path(args.entry).as_posix())
+    ctx.ledger.record_submission(
+        ctx.run_id, key=key, snapshot=str(dest), sha256=sha, files=digests, entry=Path(args.entry).as_posix()
+    )
     return Submitted(submission=key, sha256=f"sha256:{sha}", files=len(files), note="submitted; the verifiers decide")

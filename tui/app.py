@@ -169,8 +169,10 @@ class AssayApp(App[None]):
                 elif kind == "approval":
                     rid = run_ids[-1] if run_ids else "?"
                     self.call_from_thread(
-                        self.say, f"run {rid} needs approval {data.get('id')} for {data.get('tool')}: press a",
-                        severity="warning", timeout=15,
+                        self.say,
+                        f"run {rid} needs approval {data.get('id')} for {data.get('tool')}: press a",
+                        severity="warning",
+                        timeout=15,
                     )
             except RuntimeError:
                 pass  # the app closed under a running run
@@ -256,7 +258,9 @@ class AssayApp(App[None]):
     # --- approvals ----------------------------------------------------------------------------
 
     def decide(self, run_id: str, approval_id: str, decision: str) -> None:
-        self.run_worker(lambda: self._decide(run_id, approval_id, decision), thread=True, group="decide", exit_on_error=False)
+        self.run_worker(
+            lambda: self._decide(run_id, approval_id, decision), thread=True, group="decide", exit_on_error=False
+        )
 
     def _decide(self, run_id: str, approval_id: str, decision: str) -> None:
         from assay.agents.runner import decide_approval
@@ -281,7 +285,10 @@ class AssayApp(App[None]):
                 if run is None or run.status != RunStatus.waiting_approval.value or run_id in self.driven:
                     return
             self.call_from_thread(
-                self.say, f"no process is driving run {run_id}: press R to resume it here", severity="warning", timeout=15
+                self.say,
+                f"no process is driving run {run_id}: press R to resume it here",
+                severity="warning",
+                timeout=15,
             )
         except RuntimeError:
             pass
@@ -294,7 +301,8 @@ class AssayApp(App[None]):
             n = len(self.driven)
             self.say(
                 f"{n} run{'s' * (n != 1)} driven here will stop and can resume later (R, or assay resume): press q again to quit",
-                severity="warning", timeout=QUIT_CONFIRM_S,
+                severity="warning",
+                timeout=QUIT_CONFIRM_S,
             )
             return
         self.exit()

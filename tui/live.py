@@ -23,8 +23,15 @@ FIXED = sum(w or 0 for _, w in COLUMNS) + 2 * len(COLUMNS) + 2
 
 def decision_text(decision: str) -> Text:
     word = decision.split(" ", 1)[0]
-    style = {"allow": "green", "deny": "red", "ask": "yellow", "requested": "yellow", "approved": "green",
-             "denied": "red", "used": "dim"}.get(word, "")
+    style = {
+        "allow": "green",
+        "deny": "red",
+        "ask": "yellow",
+        "requested": "yellow",
+        "approved": "green",
+        "denied": "red",
+        "used": "dim",
+    }.get(word, "")
     return Text(decision, style=style)
 
 
@@ -77,8 +84,13 @@ class LiveScreen(PollingScreen):
             return
         run = view.run
         head = Text.assemble(
-            ("run ", "dim"), (run.id, "bold"), "  ", status_text(run.status), "  ",
-            (views.seconds(view.elapsed_s), ""), "\n",
+            ("run ", "dim"),
+            (run.id, "bold"),
+            "  ",
+            status_text(run.status),
+            "  ",
+            (views.seconds(view.elapsed_s), ""),
+            "\n",
             (f"{views.short_job(run.job)} · {run.kind} · brain {run.brain}", ""),
             (f" · {view.submissions} submission{'s' * (view.submissions != 1)}" if view.submissions else "", ""),
             (f" · {view.verdicts} verdict{'s' * (view.verdicts != 1)} (v)" if view.verdicts else "", "green"),
@@ -106,8 +118,17 @@ class LiveScreen(PollingScreen):
         bar.update(total=None)
 
     def _cells(self, e: views.Event, width: int) -> tuple:
-        tool = Text(e.tool, style="bold") if e.what == "step" else Text(e.tool, style="yellow" if e.what == "approval" else "")
-        return (views.offset(e.at), views.one_line(tool, 15), decision_text(e.decision), views.one_line(e.summary, width))
+        tool = (
+            Text(e.tool, style="bold")
+            if e.what == "step"
+            else Text(e.tool, style="yellow" if e.what == "approval" else "")
+        )
+        return (
+            views.offset(e.at),
+            views.one_line(tool, 15),
+            decision_text(e.decision),
+            views.one_line(e.summary, width),
+        )
 
     def _show_events(self, events: list[views.Event]) -> None:
         table = self.query_one("#timeline", DataTable)
@@ -139,7 +160,9 @@ class LiveScreen(PollingScreen):
         table = self.query_one("#timeline", DataTable)
         detail = self.query_one("#detail", Static)
         if table.row_count == 0:
-            detail.update(Text("nothing recorded yet: steps and tool calls appear here as the run makes them", style="dim"))
+            detail.update(
+                Text("nothing recorded yet: steps and tool calls appear here as the run makes them", style="dim")
+            )
             return
         key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
         e = self._rows.get(key.value or "")

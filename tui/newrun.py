@@ -38,8 +38,12 @@ class NewRunScreen(ModalScreen[tuple[str, str] | None]):
         with Vertical(id="new-run"):
             yield Label("[b]Start a run[/b]  (enter starts, escape cancels)")
             yield Label("job file")
-            yield Input(value=default, placeholder="path/to/job.toml", id="job-path",
-                        suggester=SuggestFromList(job_files(cwd), case_sensitive=True))
+            yield Input(
+                value=default,
+                placeholder="path/to/job.toml",
+                id="job-path",
+                suggester=SuggestFromList(job_files(cwd), case_sensitive=True),
+            )
             yield Label("brain (empty: the job's own)")
             yield Input(placeholder="playbook | local | provider:model", id="job-brain")
 

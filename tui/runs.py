@@ -14,8 +14,13 @@ from assay.tui import views
 from assay.tui.polling import PollingScreen
 
 STATUS_STYLE = {
-    "created": "dim", "running": "cyan", "waiting_approval": "bold yellow", "verifying": "magenta",
-    "passed": "green", "failed": "red", "error": "bold red",
+    "created": "dim",
+    "running": "cyan",
+    "waiting_approval": "bold yellow",
+    "verifying": "magenta",
+    "passed": "green",
+    "failed": "red",
+    "error": "bold red",
 }
 # Short enough for the column at 80 columns; the word stays recognisable.
 STATUS_WORD = {"waiting_approval": "approval?"}
@@ -90,8 +95,13 @@ class RunsScreen(PollingScreen):
             table.clear()
             for r in shown:
                 table.add_row(
-                    r.id, views.one_line(views.short_job(r.job), 12), views.one_line(r.brain, 8), status_text(r.status),
-                    verdict_text(r), views.seconds(r.duration_s), key=r.id,
+                    r.id,
+                    views.one_line(views.short_job(r.job), 12),
+                    views.one_line(r.brain, 8),
+                    status_text(r.status),
+                    verdict_text(r),
+                    views.seconds(r.duration_s),
+                    key=r.id,
                 )
             if keep is not None and keep in {r.id for r in shown}:
                 table.move_cursor(row=table.get_row_index(keep), animate=False)

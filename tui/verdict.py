@@ -77,17 +77,22 @@ class VerdictScreen(PollingScreen):
             return
         v = view.verdict
         if v is None:
-            result.update(Text.assemble(
-                ("no verdict yet", "bold"), f" for run {self.run_id} ({view.run.status})\n",
-                ("only the verifier writes verdicts; it runs when the agent submits or its budget ends", "dim"),
-            ))
+            result.update(
+                Text.assemble(
+                    ("no verdict yet", "bold"),
+                    f" for run {self.run_id} ({view.run.status})\n",
+                    ("only the verifier writes verdicts; it runs when the agent submits or its budget ends", "dim"),
+                )
+            )
             return
         p = view.payload
         passed = bool(p.get("passed"))
         word = views.verdict_word(p)
         head = Text.assemble(
-            ({"PASS": " PASS ", "INCONCLUSIVE": " FAIL (inconclusive: too busy to time) "}.get(word, " FAIL "),
-             {"PASS": "bold white on green", "INCONCLUSIVE": "bold black on yellow"}.get(word, "bold white on red")),
+            (
+                {"PASS": " PASS ", "INCONCLUSIVE": " FAIL (inconclusive: too busy to time) "}.get(word, " FAIL "),
+                {"PASS": "bold white on green", "INCONCLUSIVE": "bold black on yellow"}.get(word, "bold white on red"),
+            ),
             f"  run {view.run.id} · verdict #{v.id}",
             (f" (newest of {view.count})" if view.count > 1 else "", "dim"),
             f" · criteria {p.get('criteria', '-')}\n",
@@ -127,8 +132,11 @@ class VerdictScreen(PollingScreen):
         t.add_column("detail", overflow="fold")
         for c in checks:
             ok = bool(c.get("passed"))
-            t.add_row(str(c.get("name")), Text("pass" if ok else "FAIL", style="green" if ok else "bold red"),
-                      str(c.get("detail", "")))
+            t.add_row(
+                str(c.get("name")),
+                Text("pass" if ok else "FAIL", style="green" if ok else "bold red"),
+                str(c.get("detail", "")),
+            )
         return t
 
     @staticmethod
@@ -153,10 +161,17 @@ class VerdictScreen(PollingScreen):
         if self._chain is None:
             chain = Text("chain: checking...", style="dim")
         else:
-            chain = Text("chain intact" if self._chain.ok else "chain TAMPERED", style="green" if self._chain.ok else "bold red")
-        self.query_one("#verdict-seal", Static).update(Text.assemble(
-            ("signature ", "dim"), ("valid" if view.signature == "valid" else view.signature, style), ("  ·  ", "dim"), chain,
-        ))
+            chain = Text(
+                "chain intact" if self._chain.ok else "chain TAMPERED", style="green" if self._chain.ok else "bold red"
+            )
+        self.query_one("#verdict-seal", Static).update(
+            Text.assemble(
+                ("signature ", "dim"),
+                ("valid" if view.signature == "valid" else view.signature, style),
+                ("  ·  ", "dim"),
+                chain,
+            )
+        )
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column(overflow="fold")
@@ -164,7 +179,12 @@ class VerdictScreen(PollingScreen):
         t.add_row("criteria", str(p.get("criteria_hash") or "-"))
         t.add_row("submission", str(p.get("submission_hash") or "-"))
         t.add_row("row hash", v.row_hash)
-        t.add_row("signature", Text.assemble((words, style), (f" (verifier key {view.key_id})" if view.signature == "valid" else "", "dim")))
+        t.add_row(
+            "signature",
+            Text.assemble(
+                (words, style), (f" (verifier key {view.key_id})" if view.signature == "valid" else "", "dim")
+            ),
+        )
         if self._chain is None:
             t.add_row("chain", Text("checking...", style="dim"))
         else:

@@ -73,7 +73,9 @@ def describe_args(tool: str, arguments: dict[str, Any]) -> str:
     if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
         line = shlex.join(cmd)
         if "timeout_s" in arguments:
-            line += f"  (timeout {arguments['timeout_s']:g} s)" if isinstance(arguments["timeout_s"], (int, float)) else ""
+            line += (
+                f"  (timeout {arguments['timeout_s']:g} s)" if isinstance(arguments["timeout_s"], (int, float)) else ""
+            )
         return line
     return json.dumps(arguments, sort_keys=True, separators=(", ", ": "), default=str)
 
@@ -133,12 +135,19 @@ def run_rows(ledger: Ledger, now: datetime, limit: int = RUNS_LIMIT) -> list[Run
         v = verdicts.get(r.id)
         p = v.payload if v else {}
         head = Shown.of(p).headline if v else None
-        rows.append(RunRow(
-            id=r.id, job=r.job, kind=r.kind, brain=r.brain, status=r.status,
-            verdict=verdict_word(p) if v else "",
-            headline=head.text() if head is not None and head.value is not None else None,
-            duration_s=duration(r, now), created_at=r.created_at,
-        ))
+        rows.append(
+            RunRow(
+                id=r.id,
+                job=r.job,
+                kind=r.kind,
+                brain=r.brain,
+                status=r.status,
+                verdict=verdict_word(p) if v else "",
+                headline=head.text() if head is not None and head.value is not None else None,
+                duration_s=duration(r, now),
+                created_at=r.created_at,
+            )
+        )
     return rows
 
 
@@ -239,11 +248,11 @@ def _call_event(key: str, d: PolicyDecision | None, tc: ToolCall | None, start: 
 
 
 def _decision_cell(decision: str, rule: str, tool: str) -> str:
-    """"allow #0": the tool column already names the tool, so its rule id drops the name
+    """ "allow #0": the tool column already names the tool, so its rule id drops the name
     (the detail pane has the whole of it)."""
     word = {"approve": "ask"}.get(decision, decision)
     if rule.startswith(f"{tool}#"):
-        rule = rule[len(tool):]
+        rule = rule[len(tool) :]
     return f"{word} {rule}".strip()
 
 
@@ -266,10 +275,17 @@ def _approval_event(a: Approval, start: datetime) -> Event:
         summary = f"{a.key}: {describe_args(a.tool, a.arguments or {})}"
     else:
         summary = a.request_key + (f" by {a.actor}" if a.actor else "")
-    detail = "\n".join([
-        f"approval event {a.key}: {a.event}", f"request: {a.request_key}", f"tool: {a.tool}",
-        f"actor: {a.actor or '-'}", f"reason: {a.reason or '-'}", "arguments (redacted as recorded):", pretty(a.arguments or {}),
-    ])
+    detail = "\n".join(
+        [
+            f"approval event {a.key}: {a.event}",
+            f"request: {a.request_key}",
+            f"tool: {a.tool}",
+            f"actor: {a.actor or '-'}",
+            f"reason: {a.reason or '-'}",
+            "arguments (redacted as recorded):",
+            pretty(a.arguments or {}),
+        ]
+    )
     return Event(f"approval:{a.key}", _since(start, a.created_at) or 0.0, "approval", a.tool, a.event, summary, detail)
 
 
@@ -305,7 +321,9 @@ def live_view(ledger: Ledger, run_id: str, now: datetime) -> LiveView | None:
     activity = None
     if pending is not None and not status.finished:
         asked = next((a.created_at for a in approvals if a.key == pending["id"]), now)
-        activity = Activity(f"waiting for approval {pending['id']}: {pending['tool']} (press a)", _since(asked, now) or 0.0, False)
+        activity = Activity(
+            f"waiting for approval {pending['id']}: {pending['tool']} (press a)", _since(asked, now) or 0.0, False
+        )
     elif status == RunStatus.verifying:
         activity = Activity("verifying: fresh sandboxes, held-out inputs", _since(run.updated_at, now) or 0.0, True)
     elif not status.finished:
@@ -319,11 +337,16 @@ def live_view(ledger: Ledger, run_id: str, now: datetime) -> LiveView | None:
             activity = Activity("starting the tool server and sandbox", _since(run.created_at, now) or 0.0, True)
     budget = run.budget or {}
     return LiveView(
-        run=run, events=events, activity=activity, pending=pending,
+        run=run,
+        events=events,
+        activity=activity,
+        pending=pending,
         steps_used=int((run.budget_used or {}).get("steps", 0)),
         steps_budget=int(budget["steps"]) if isinstance(budget.get("steps"), int) else None,
-        budget_line=_budget_line(run), verdicts=len(ledger.verdicts(run_id)),
-        elapsed_s=duration(run, now), submissions=len(ledger.submissions(run_id)),
+        budget_line=_budget_line(run),
+        verdicts=len(ledger.verdicts(run_id)),
+        elapsed_s=duration(run, now),
+        submissions=len(ledger.submissions(run_id)),
     )
 
 
@@ -353,7 +376,11 @@ def pending_approvals(ledger: Ledger) -> list[PendingApproval]:
         return []
     # One query finds the few runs that ever asked; only those are asked what is pending.
     with ledger.session() as s:
-        asked = set(s.exec(select(Approval.run_id).where(col(Approval.run_id).in_(list(unfinished)), Approval.event == "requested")))
+        asked = set(
+            s.exec(
+                select(Approval.run_id).where(col(Approval.run_id).in_(list(unfinished)), Approval.event == "requested")
+            )
+        )
     out = []
     for run in (unfinished[rid] for rid in unfinished if rid in asked):
         p = pending_approval(ledger, run.id)
@@ -361,15 +388,29 @@ def pending_approvals(ledger: Ledger) -> list[PendingApproval]:
             continue
         req = next(a for a in ledger.approval_events(run.id) if a.key == p["id"])
         rule = next(
-            (str(d.detail.get("rule")) for d in ledger.policy_decisions(run.id)
-             if d.decision == "approve" and (d.detail or {}).get("fingerprint") == req.fingerprint and d.detail.get("rule")),
+            (
+                str(d.detail.get("rule"))
+                for d in ledger.policy_decisions(run.id)
+                if d.decision == "approve"
+                and (d.detail or {}).get("fingerprint") == req.fingerprint
+                and d.detail.get("rule")
+            ),
             "",
         )
-        out.append(PendingApproval(
-            run_id=run.id, id=p["id"], tool=p["tool"], arguments=dict(p["arguments"] or {}), reason=p["reason"] or "",
-            rule=rule, job=run.job, run_status=run.status, asked_at=req.created_at,
-            what=describe_args(p["tool"], p["arguments"] or {}),
-        ))
+        out.append(
+            PendingApproval(
+                run_id=run.id,
+                id=p["id"],
+                tool=p["tool"],
+                arguments=dict(p["arguments"] or {}),
+                reason=p["reason"] or "",
+                rule=rule,
+                job=run.job,
+                run_status=run.status,
+                asked_at=req.created_at,
+                what=describe_args(p["tool"], p["arguments"] or {}),
+            )
+        )
     out.sort(key=lambda p: (p.asked_at, p.run_id))
     return out
 

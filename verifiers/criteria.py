@@ -93,10 +93,15 @@ def _merge(base: dict, over: dict) -> dict:
 
 def _read(name: str, chain: tuple[str, ...]) -> tuple[dict, list[bytes]]:
     if not NAME.match(name):
-        raise UserError(f"criteria name {name!r} is not a profile name", "give a profile name: lower-case letters, digits, - and _ (e.g. <kind>-default)")
+        raise UserError(
+            f"criteria name {name!r} is not a profile name",
+            "give a profile name: lower-case letters, digits, - and _ (e.g. <kind>-default)",
+        )
     if name in chain:
-        raise UserError(f"criteria profile {name} extends itself ({' -> '.join(chain + (name,))})",
-                        "fix the extends chain in the shipped profiles")
+        raise UserError(
+            f"criteria profile {name} extends itself ({' -> '.join(chain + (name,))})",
+            "fix the extends chain in the shipped profiles",
+        )
     entry = _entry(name)
     if entry is None:
         raise UserError(f"unknown criteria profile {name!r}", f"use one of: {', '.join(available())}")
@@ -122,8 +127,10 @@ def load_profile(name: str, model: type[C], *, kind: str) -> C:
     found = data.get("kind")
     if found != kind:
         others = available(kind)
-        raise UserError(f"criteria profile {name} is for {found!r} jobs, not {kind!r}",
-                        f"name a {kind} profile" + (f": {', '.join(others)}" if others else ""))
+        raise UserError(
+            f"criteria profile {name} is for {found!r} jobs, not {kind!r}",
+            f"name a {kind} profile" + (f": {', '.join(others)}" if others else ""),
+        )
     data["name"] = name
     try:
         return model(**data, sha256=digest.hexdigest())

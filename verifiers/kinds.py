@@ -109,8 +109,10 @@ def _load(target: str, name: str) -> VerifierKind:
     try:
         found = getattr(importlib.import_module(module), attr or "KIND")
     except (ImportError, AttributeError) as exc:
-        raise UserError(f"the verifier of kind {name!r} ({target}) cannot be imported: {exc}",
-                        "check the kind's installation (or ASSAY_KINDS)") from None
+        raise UserError(
+            f"the verifier of kind {name!r} ({target}) cannot be imported: {exc}",
+            "check the kind's installation (or ASSAY_KINDS)",
+        ) from None
     if not isinstance(found, VerifierKind) or found.name != name:
         raise UserError(f"{target} is not the VerifierKind of {name!r}", "point the kind's row at its KIND object")
     return found

@@ -31,7 +31,11 @@ class Headline(_Model):
     def text(self) -> str:
         if self.value is None:
             return "-"
-        return f"{self.value:.2f}{self.unit}" if abs(self.value) >= 0.01 or self.value == 0 else f"{self.value:.2e}{self.unit}"
+        return (
+            f"{self.value:.2f}{self.unit}"
+            if abs(self.value) >= 0.01 or self.value == 0
+            else f"{self.value:.2e}{self.unit}"
+        )
 
 
 class Bar(_Model):

@@ -38,8 +38,14 @@ def _run_of(ledger: Ledger, run_id: str):
 
 
 def request_for(spec: RunSpec, entry: Path | None) -> VerifyRequest:
-    return VerifyRequest(kind=spec.kind, task_path=Path(spec.task_path), entry=entry, criteria=spec.criteria,
-                         options=spec.options, sandbox_backend=spec.sandbox_backend)
+    return VerifyRequest(
+        kind=spec.kind,
+        task_path=Path(spec.task_path),
+        entry=entry,
+        criteria=spec.criteria,
+        options=spec.options,
+        sandbox_backend=spec.sandbox_backend,
+    )
 
 
 def judge(kind: VerifierKind, request: VerifyRequest, progress: Progress | None = None) -> tuple[Outcome, str]:
@@ -48,8 +54,10 @@ def judge(kind: VerifierKind, request: VerifyRequest, progress: Progress | None 
     try:
         kind.options_model.model_validate(request.options)
     except ValueError as exc:
-        raise UserError(f"the job's [{kind.name}] options are not ones the {kind.name} verifier takes: "
-                        f"{str(exc).splitlines()[0]}", f"see examples/{kind.name}/ for a valid job") from None
+        raise UserError(
+            f"the job's [{kind.name}] options are not ones the {kind.name} verifier takes: {str(exc).splitlines()[0]}",
+            f"see examples/{kind.name}/ for a valid job",
+        ) from None
     criteria = load_criteria_for(kind, request.criteria)
     return kind.verify(request, criteria, progress), criteria.name
 
@@ -72,8 +80,10 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
         run = _run_of(ledger, run_id)
         spec = RunSpec.of(run.spec, run_id)
         if spec.kind != run.kind:
-            raise UserError(f"run {run_id} is a {run.kind} run but its spec names {spec.kind!r}",
-                            "start the job again with `assay run JOB.toml`")
+            raise UserError(
+                f"run {run_id} is a {run.kind} run but its spec names {spec.kind!r}",
+                "start the job again with `assay run JOB.toml`",
+            )
         subs = ledger.submissions(run_id)
         sub = subs[-1] if subs else None
         key = f"verdict:{sub.key if sub else 'none'}"
@@ -105,5 +115,11 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
 
 
 def _row(v) -> dict[str, Any]:
-    return {"id": v.id, "run_id": v.run_id, "key": v.key, "payload": v.payload, "signature": v.signature, "row_hash": v.row_hash}
-
+    return {
+        "id": v.id,
+        "run_id": v.run_id,
+        "key": v.key,
+        "payload": v.payload,
+        "signature": v.signature,
+        "row_hash": v.row_hash,
+    }

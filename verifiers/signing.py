@@ -47,7 +47,10 @@ def load_or_create_key(home: Path) -> Ed25519PrivateKey:
         try:
             key = serialization.load_pem_private_key(priv_path.read_bytes(), password=None)
         except (ValueError, TypeError) as exc:
-            raise UserError(f"verifier key {priv_path} is unreadable ({exc})", "restore it from backup, or move it away to start a new key") from None
+            raise UserError(
+                f"verifier key {priv_path} is unreadable ({exc})",
+                "restore it from backup, or move it away to start a new key",
+            ) from None
         if not isinstance(key, Ed25519PrivateKey):
             raise UserError(f"verifier key {priv_path} is not an ed25519 key", "move it away to start a new key")
         return key
@@ -57,7 +60,9 @@ def load_or_create_key(home: Path) -> Ed25519PrivateKey:
     fd = os.open(priv_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(pem)
-    pub_path.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pub_path.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return key
 
 

@@ -1,4 +1,5 @@
 """Bias add, exact GELU, then a residual add: the tail of a transformer MLP."""
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

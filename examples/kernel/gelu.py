@@ -1,4 +1,5 @@
 """GELU (exact, erf form) over a 2-D activation."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """LayerNorm over the last dimension, with affine weight and bias."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Linear layer (weight and bias) followed by ReLU."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Log-softmax over the last dimension."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Mish: x * tanh(softplus(x)), written out as a chain of three ops."""
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

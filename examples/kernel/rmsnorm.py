@@ -1,4 +1,5 @@
 """RMSNorm written out by hand, as many models do."""
+
 import torch
 import torch.nn as nn
 

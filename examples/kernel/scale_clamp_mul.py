@@ -1,4 +1,5 @@
 """Scale, clamp, then multiply by a per-channel learned multiplier (NCHW)."""
+
 import torch
 import torch.nn as nn
 

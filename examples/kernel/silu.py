@@ -1,4 +1,5 @@
 """SiLU (swish): x * sigmoid(x)."""
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

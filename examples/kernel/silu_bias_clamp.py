@@ -1,4 +1,5 @@
 """SiLU, per-feature bias, clamp to [-1, 1]."""
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
 """Softmax over the last dimension."""
+
 import torch
 import torch.nn as nn
 

@@ -1,4 +1,5 @@
 """Softplus with PyTorch's default beta and threshold."""
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

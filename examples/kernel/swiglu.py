@@ -1,4 +1,5 @@
 """SwiGLU gate: silu(gate) * up, two inputs of the same shape."""
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

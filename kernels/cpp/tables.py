@@ -55,16 +55,43 @@ class Table:
 
 
 TABLES = (
-    Table("TAB_ERF", lambda u: math.erf(u / math.sqrt(2.0)), 0.2, 4, odd_first=True,
-          bound=4e-7, why="erf(u / sqrt 2) for u = |x| in [0, 6.3): gelu's Phi; 1 in fp32 from 5.6 on"),
-    Table("TAB_GELU_TANH", lambda u: math.tanh(math.sqrt(2.0 / math.pi) * (u + 0.044715 * u ** 3)), 0.2, 4, odd_first=True,
-          bound=4e-7, why="tanh(sqrt(2 / pi) (u + 0.044715 u^3)) for u = |x| in [0, 6.3): gelu_tanh's; 1 in fp32 from 3.9 on"),
-    Table("TAB_SOFTPLUS", lambda a: math.log1p(math.exp(-a)), 0.5, 5, bound=1.5e-7,
-          why="log1p(exp(-a)) for a = |x| in [0, 15.75): softplus less max(x, 0)"),
+    Table(
+        "TAB_ERF",
+        lambda u: math.erf(u / math.sqrt(2.0)),
+        0.2,
+        4,
+        odd_first=True,
+        bound=4e-7,
+        why="erf(u / sqrt 2) for u = |x| in [0, 6.3): gelu's Phi; 1 in fp32 from 5.6 on",
+    ),
+    Table(
+        "TAB_GELU_TANH",
+        lambda u: math.tanh(math.sqrt(2.0 / math.pi) * (u + 0.044715 * u**3)),
+        0.2,
+        4,
+        odd_first=True,
+        bound=4e-7,
+        why="tanh(sqrt(2 / pi) (u + 0.044715 u^3)) for u = |x| in [0, 6.3): gelu_tanh's; 1 in fp32 from 3.9 on",
+    ),
+    Table(
+        "TAB_SOFTPLUS",
+        lambda a: math.log1p(math.exp(-a)),
+        0.5,
+        5,
+        bound=1.5e-7,
+        why="log1p(exp(-a)) for a = |x| in [0, 15.75): softplus less max(x, 0)",
+    ),
     # Width 1 (a power of two) keeps the interval's offset exact in fp32 for a signed x; a shifted
     # y = x / w + shift would round away the low bits that tanh(softplus)'s relative error needs.
-    Table("TAB_TANH_SOFTPLUS", lambda x: _tanh_softplus(x), 1.0, 6, shift=22, bound=4e-7,
-          why="tanh(softplus(x)) for x in [-22.5, 9.5): mish's; 1 in fp32 from 9.01 on"),
+    Table(
+        "TAB_TANH_SOFTPLUS",
+        lambda x: _tanh_softplus(x),
+        1.0,
+        6,
+        shift=22,
+        bound=4e-7,
+        why="tanh(softplus(x)) for x in [-22.5, 9.5): mish's; 1 in fp32 from 9.01 on",
+    ),
 )
 
 
@@ -173,7 +200,9 @@ def block() -> str:
     lines = [BEGIN]
     for t in TABLES:
         c = fit(t)
-        lines.append(f"// {t.why}; width {t.width}, degree {t.degree}, relative error under {t.bound:g}. Row j: coefficient of s^j.")
+        lines.append(
+            f"// {t.why}; width {t.width}, degree {t.degree}, relative error under {t.bound:g}. Row j: coefficient of s^j."
+        )
         lines.append(f"#define {t.name}_W {t.width!r}f")
         lines.append(f"#define {t.name}_D {t.degree}")
         if t.shift:

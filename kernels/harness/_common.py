@@ -181,8 +181,9 @@ class Flusher:
         self.sync()
 
 
-def time_interleaved(fns: dict, args, reps: int, warmup: int, flush: Flusher | None, budget_s: float | None = None,
-                     warmup_s: float = 0.0):
+def time_interleaved(
+    fns: dict, args, reps: int, warmup: int, flush: Flusher | None, budget_s: float | None = None, warmup_s: float = 0.0
+):
     """Median seconds per call of each fn, measured round-robin so machine noise hits all alike.
     On a GPU the clock stops after a device synchronise, so queued work is counted. Warm-up: at
     least `warmup` rounds and `warmup_s` seconds of them (a fresh candidate's first ten or so
@@ -198,7 +199,7 @@ def time_interleaved(fns: dict, args, reps: int, warmup: int, flush: Flusher | N
     samples: dict[str, list[float]] = {n: [] for n in names}
     start = _perf()
     for r in range(reps):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for n in order:
             if flush is not None:
                 flush()

@@ -83,7 +83,9 @@ def normalise_graph(ep):
             norm = None
             if schema is not None:
                 try:
-                    norm = normalize_function(target, tuple(node.args), dict(node.kwargs), normalize_to_only_use_kwargs=True)
+                    norm = normalize_function(
+                        target, tuple(node.args), dict(node.kwargs), normalize_to_only_use_kwargs=True
+                    )
                 except Exception:
                     norm = None
             if norm is not None:
@@ -161,7 +163,9 @@ def infer_recipe(model, torch, seed: int):
             names = [f"{path}.{n}" for n, _ in mod.named_parameters(recurse=False)]
             step = {"module": type(mod).__name__, "path": path, "ctor": ctor, "params": names}
             made = replay_step(step, torch)
-            if len(made) != len(names) or not all(torch.equal(a, dict(params)[n].detach()) for a, n in zip(made, names, strict=False)):
+            if len(made) != len(names) or not all(
+                torch.equal(a, dict(params)[n].detach()) for a, n in zip(made, names, strict=False)
+            ):
                 return steps, False
             steps.append(step)
             continue
@@ -227,7 +231,15 @@ def symbolise(task, init, steps, torch, seed):
             else:
                 for key, x in a["ctor"].items():
                     y = b["ctor"].get(key)
-                    if isinstance(v, int) and x == v and y == v + 3 or isinstance(x, list) and isinstance(v, int) and x == [v] and y == [v + 3]:
+                    if (
+                        isinstance(v, int)
+                        and x == v
+                        and y == v + 3
+                        or isinstance(x, list)
+                        and isinstance(v, int)
+                        and x == [v]
+                        and y == [v + 3]
+                    ):
                         symbols[f"{s}.ctor.{key}"] = i
     return symbols
 
@@ -312,25 +324,32 @@ def inspect_one(task_path: str) -> None:
     params = []
     for target in param_targets:
         p = named.get(target)
-        params.append({"name": target, "shape": list(p.shape) if p is not None else None,
-                       "dtype": dtype_name(p.dtype) if p is not None else None,
-                       "parameter": p is not None})
+        params.append(
+            {
+                "name": target,
+                "shape": list(p.shape) if p is not None else None,
+                "dtype": dtype_name(p.dtype) if p is not None else None,
+                "parameter": p is not None,
+            }
+        )
     steps, replay_ok = infer_recipe(model, torch, seed)
     symbols = symbolise(task, init, steps, torch, seed) if replay_ok else {}
     consts = constants_from_init(task, init, nodes, inputs, torch, seed)
-    _common.emit({
-        "ok": True,
-        "exporter": exporter,
-        "torch": torch.__version__,
-        "device": _common.device(),
-        "init_inputs": [describe_value(v) for v in init],
-        "init_signature": None if variadic else ctor_names,
-        "inputs": [describe_value(v) for v in inputs],
-        "forward_signature": forward_names,
-        "params": params,
-        "graph": {"nodes": nodes, "output": output},
-        "init_recipe": {"steps": steps, "replays": replay_ok, "symbols": symbols, "constants": consts},
-    })
+    _common.emit(
+        {
+            "ok": True,
+            "exporter": exporter,
+            "torch": torch.__version__,
+            "device": _common.device(),
+            "init_inputs": [describe_value(v) for v in init],
+            "init_signature": None if variadic else ctor_names,
+            "inputs": [describe_value(v) for v in inputs],
+            "forward_signature": forward_names,
+            "params": params,
+            "graph": {"nodes": nodes, "output": output},
+            "init_recipe": {"steps": steps, "replays": replay_ok, "symbols": symbols, "constants": consts},
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -98,8 +98,15 @@ def cmd_bench(args) -> None:
         check = _common.compare(expected, actual, args.atol, args.rtol)
         if _common.interpreted(cand):
             # the interpreter runs Triton in numpy: a correctness check, never a timing
-            _common.emit({"ok": check["ok"], "correct": check, "build_s": build_s, "timing": "skipped: TRITON_INTERPRET=1",
-                          "device": _common.device()})
+            _common.emit(
+                {
+                    "ok": check["ok"],
+                    "correct": check,
+                    "build_s": build_s,
+                    "timing": "skipped: TRITON_INTERPRET=1",
+                    "device": _common.device(),
+                }
+            )
             return
         dev = _common.device_for(cand)
         fns = {"candidate": new}
@@ -120,8 +127,9 @@ def cmd_bench(args) -> None:
         # on a shared machine hits the kernel and the copy it is measured against alike. Host
         # copies: a roofline for CPU kernels only (a GPU's would be a device-to-device copy).
         copy_fns, copy_bytes = _copy_probes(moved) if args.copy_bw and dev == "cpu" else ({}, {})
-        times = _common.time_interleaved({**fns, **copy_fns}, inputs, args.reps, args.warmup, flush,
-                                         warmup_s=args.warmup_s)
+        times = _common.time_interleaved(
+            {**fns, **copy_fns}, inputs, args.reps, args.warmup, flush, warmup_s=args.warmup_s
+        )
         copy = _copy_rates({n: times.pop(n) for n in copy_fns}, copy_bytes) if copy_fns else None
     cand_s = times["candidate"]["median_s"]
     out = {
@@ -185,8 +193,14 @@ def _stream_copy_fn():
         with open(src + ".tmp", "w") as f:
             f.write(_STREAM_COPY)
         os.replace(src + ".tmp", src)
-    so = load(name="assay_stream_copy", sources=[src], extra_cflags=["-O3", "-march=native", "-fopenmp"],
-              extra_ldflags=["-fopenmp"], build_directory=build, is_python_module=False)
+    so = load(
+        name="assay_stream_copy",
+        sources=[src],
+        extra_cflags=["-O3", "-march=native", "-fopenmp"],
+        extra_ldflags=["-fopenmp"],
+        build_directory=build,
+        is_python_module=False,
+    )
     fn = ctypes.CDLL(so).assay_stream_copy
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
     return fn
@@ -224,8 +238,10 @@ def _copy_rates(times: dict, moved: dict) -> dict:
     out = {}
     for size, nbytes in moved.items():
         ts = [v for k, v in times.items() if k.split(":")[1] == size]
-        out[size] = {"median": max(nbytes / v["median_s"] for v in ts) / 1e9,
-                     "best": max(nbytes / v["min_s"] for v in ts) / 1e9}
+        out[size] = {
+            "median": max(nbytes / v["median_s"] for v in ts) / 1e9,
+            "best": max(nbytes / v["min_s"] for v in ts) / 1e9,
+        }
     return out
 
 
@@ -269,14 +285,16 @@ def cmd_tune(args) -> None:
         for v in fns:
             rows[v]["done_unix"] = _common.now()
     results = list(rows.values())
-    _common.emit({"ok": True, "started_unix": started, "build_s": build_s, "results": results,
-                  "device": _common.device()})
+    _common.emit(
+        {"ok": True, "started_unix": started, "build_s": build_s, "results": results, "device": _common.device()}
+    )
 
 
 def _selected(cand, new, v):
     def call(*a):
         cand.assay_select(v)
         return new(*a)
+
     return call
 
 

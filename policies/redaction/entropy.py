@@ -175,7 +175,9 @@ def is_high_entropy(token: bytes, before: bytes = b"") -> str | None:
 def native() -> re2native.Entropy | None:
     """This detector built into re2bulk's library, or None without it."""
     beyond = _TABLED + 1
-    return re2native.Entropy.of(_CANDIDATE, _HASH_LABEL, _HEX_AT, _B64_AT, _threshold(_HEX_P1, beyond), _threshold(_B64_P1, beyond))
+    return re2native.Entropy.of(
+        _CANDIDATE, _HASH_LABEL, _HEX_AT, _B64_AT, _threshold(_HEX_P1, beyond), _threshold(_B64_P1, beyond)
+    )
 
 
 _KINDS = {1: "high-entropy-hex", 2: "high-entropy"}

@@ -134,7 +134,15 @@ def library():
     lib.bulk_free.restype = None
     lib.bulk_free.argtypes = [ctypes.c_void_p]
     lib.bulk_spans.restype = ctypes.c_int64
-    lib.bulk_spans.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+    lib.bulk_spans.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+    ]
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.located_new.restype = ptr
     lib.located_new.argtypes = [i64, i64, i64, i64, i64, i64]
@@ -159,7 +167,18 @@ def library():
     lib.located_walk.restype = ctypes.POINTER(i64)
     lib.located_walk.argtypes = [ptr, i64, ctypes.c_char_p, i64, ctypes.POINTER(i64)]
     lib.entropy_new.restype = ptr
-    lib.entropy_new.argtypes = [ctypes.c_char_p, i64, ctypes.c_char_p, i64, ptr, ptr, i64, ctypes.c_double, ctypes.c_double, i64]
+    lib.entropy_new.argtypes = [
+        ctypes.c_char_p,
+        i64,
+        ctypes.c_char_p,
+        i64,
+        ptr,
+        ptr,
+        i64,
+        ctypes.c_double,
+        ctypes.c_double,
+        i64,
+    ]
     lib.entropy_free.restype = None
     lib.entropy_free.argtypes = [ptr]
     lib.entropy_find.restype = ctypes.POINTER(i64)

@@ -46,7 +46,15 @@ class Located(Owned):
     __slots__ = ("literals", "ok", "walks")
     FREE = "located_free"
 
-    def __init__(self, lib, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int, crowding: tuple[int, int, int, int]):
+    def __init__(
+        self,
+        lib,
+        literals: list[bytes],
+        tables: list[tuple[list, list, list]],
+        n_rules: int,
+        max_mem: int,
+        crowding: tuple[int, int, int, int],
+    ):
         """`tables`: per literal, in id order, its entries (six ints each, None as -1), the
         ids of the literals it starts with and the rules it alone locates. `crowding`:
         secret_rules' CROWDED, MIN_LITERAL and CROWDED_BYTES, when a literal is left out."""
@@ -59,10 +67,26 @@ class Located(Owned):
         for i, (entries, prefixes, located_by) in enumerate(tables):
             flat = _ints([-1 if v is None else v for entry in entries for v in entry])
             pre, by = _ints(prefixes), _ints(located_by)
-            lib.located_tables(handle, i, flat.ctypes.data, len(entries), pre.ctypes.data, len(prefixes), by.ctypes.data, len(located_by))
+            lib.located_tables(
+                handle,
+                i,
+                flat.ctypes.data,
+                len(entries),
+                pre.ctypes.data,
+                len(prefixes),
+                by.ctypes.data,
+                len(located_by),
+            )
 
     @classmethod
-    def new(cls, literals: list[bytes], tables: list[tuple[list, list, list]], n_rules: int, max_mem: int, crowding: tuple[int, int, int, int]) -> Located | None:
+    def new(
+        cls,
+        literals: list[bytes],
+        tables: list[tuple[list, list, list]],
+        n_rules: int,
+        max_mem: int,
+        crowding: tuple[int, int, int, int],
+    ) -> Located | None:
         lib = library()
         return cls(lib, literals, tables, n_rules, max_mem, crowding) if lib is not None else None
 
@@ -74,7 +98,9 @@ class Located(Owned):
         """A located rule: its regex, whether it is searched from each hit to the end, and
         the ids of its gate's keywords (none: the gate is implied)."""
         ids = _ints(gate)
-        if not self._lib.located_rule(self._handle, index, pattern, len(pattern), int(open_ended), ids.ctypes.data, len(gate)):
+        if not self._lib.located_rule(
+            self._handle, index, pattern, len(pattern), int(open_ended), ids.ctypes.data, len(gate)
+        ):
             self._refused(f"rule {index}'s regex")
 
     def walker(self, index: int, groups: bytes, before: int, prefix_bytes: bytes) -> None:
@@ -85,7 +111,9 @@ class Located(Owned):
             self._refused(f"rule {index}'s core")
         self.walks[index] = Walk(self, index)
 
-    def judge(self, index: int, entropy: float, generic: bool, in_python: bool, subjects: dict[str, list[bytes]]) -> None:
+    def judge(
+        self, index: int, entropy: float, generic: bool, in_python: bool, subjects: dict[str, list[bytes]]
+    ) -> None:
         """How a rule's matches are judged: `subjects` maps secret, stop, match and line to
         the patterns of its merged allowlists (secret_rules._Verdicts)."""
         self._lib.located_judge(self._handle, index, float(entropy), int(generic), int(in_python))
@@ -140,7 +168,9 @@ class Pii(Owned):
         table = bytearray(26 * 26)
         for country, length in iban_lengths.items():
             table[(ord(country[0]) - 65) * 26 + ord(country[1]) - 65] = length
-        handle = lib.pii_new(ctypes.cast(buffers, ctypes.c_void_p), sizes.ctypes.data, bytes(table), pattern.options.max_mem)
+        handle = lib.pii_new(
+            ctypes.cast(buffers, ctypes.c_void_p), sizes.ctypes.data, bytes(table), pattern.options.max_mem
+        )
         if not handle:
             _why_not.append("the system RE2 cannot compile the PII detector's regexes")
             return None
@@ -172,14 +202,27 @@ class Entropy(Owned):
     FREE = "entropy_free"
 
     @classmethod
-    def of(cls, candidate, hash_label, hex_at: list[float], b64_at: list[float], hex_beyond: float, b64_beyond: float) -> Entropy | None:
+    def of(
+        cls, candidate, hash_label, hex_at: list[float], b64_at: list[float], hex_beyond: float, b64_beyond: float
+    ) -> Entropy | None:
         """`candidate` and `hash_label`: entropy.py's regexes (as google-re2 compiled them);
         `hex_at`, `b64_at`: the thresholds by length, `*_beyond` for any longer."""
         lib = library()
         if lib is None or len(hex_at) != len(b64_at):
             return None
         hexes, b64s = (np.ascontiguousarray(t, dtype=np.float64) for t in (hex_at, b64_at))
-        handle = lib.entropy_new(candidate.pattern, len(candidate.pattern), hash_label.pattern, len(hash_label.pattern), hexes.ctypes.data, b64s.ctypes.data, len(hex_at), hex_beyond, b64_beyond, candidate.options.max_mem)
+        handle = lib.entropy_new(
+            candidate.pattern,
+            len(candidate.pattern),
+            hash_label.pattern,
+            len(hash_label.pattern),
+            hexes.ctypes.data,
+            b64s.ctypes.data,
+            len(hex_at),
+            hex_beyond,
+            b64_beyond,
+            candidate.options.max_mem,
+        )
         if not handle:
             _why_not.append("the system RE2 cannot compile the entropy detector's regexes")
             return None
@@ -191,7 +234,9 @@ class Entropy(Owned):
         `candidates(data)`, run ahead; else the candidates are searched here."""
         spans = _ints([x for span in covered for x in span])
         at, pairs = (listed.ctypes.data, len(listed) // 2) if listed is not None else (None, 0)
-        return _result(self._lib.entropy_find, self._handle, data, len(data), spans.ctypes.data, len(covered), at, pairs)
+        return _result(
+            self._lib.entropy_find, self._handle, data, len(data), spans.ctypes.data, len(covered), at, pairs
+        )
 
     def candidates(self, data: bytes) -> np.ndarray:
         """The candidate regex's matches over `data`, as flat (start, end) pairs: a pass
@@ -199,5 +244,3 @@ class Entropy(Owned):
         return _result(self._lib.entropy_candidates, self._handle, data, len(data), as_list=False)
 
     spans = candidates
-
-

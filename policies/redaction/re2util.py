@@ -149,15 +149,27 @@ _WORD = _DIGIT | _UPPER | _LOWER | _chars("_")
 _SPACE = _chars("\t\n\f\r ")  # RE2's \s: no \v
 _NEWLINE = 1 << 10
 _PERL = {
-    "d": (_DIGIT, False), "D": (_ASCII ^ _DIGIT, True),
-    "s": (_SPACE, False), "S": (_ASCII ^ _SPACE, True),
-    "w": (_WORD, False), "W": (_ASCII ^ _WORD, True),
+    "d": (_DIGIT, False),
+    "D": (_ASCII ^ _DIGIT, True),
+    "s": (_SPACE, False),
+    "S": (_ASCII ^ _SPACE, True),
+    "w": (_WORD, False),
+    "W": (_ASCII ^ _WORD, True),
 }
 _POSIX = {
-    "alnum": _DIGIT | _UPPER | _LOWER, "alpha": _UPPER | _LOWER, "ascii": _ASCII, "blank": _chars(" \t"),
-    "cntrl": _range(0, 31) | (1 << 127), "digit": _DIGIT, "graph": _range(33, 126), "lower": _LOWER,
-    "print": _range(32, 126), "punct": _range(33, 47) | _range(58, 64) | _range(91, 96) | _range(123, 126),
-    "space": _chars("\t\n\v\f\r "), "upper": _UPPER, "word": _WORD,
+    "alnum": _DIGIT | _UPPER | _LOWER,
+    "alpha": _UPPER | _LOWER,
+    "ascii": _ASCII,
+    "blank": _chars(" \t"),
+    "cntrl": _range(0, 31) | (1 << 127),
+    "digit": _DIGIT,
+    "graph": _range(33, 126),
+    "lower": _LOWER,
+    "print": _range(32, 126),
+    "punct": _range(33, 47) | _range(58, 64) | _range(91, 96) | _range(123, 126),
+    "space": _chars("\t\n\v\f\r "),
+    "upper": _UPPER,
+    "word": _WORD,
     "xdigit": _DIGIT | _range(65, 70) | _range(97, 102),
 }
 _SIMPLE_ESCAPES = {"a": 7, "f": 12, "t": 9, "n": 10, "r": 13, "v": 11}
@@ -237,7 +249,11 @@ class _Parser:
             elif c == "{":
                 j = self.p.find("}", self.i)
                 parts = self.p[self.i + 1 : j].split(",") if j != -1 else []
-                if not (1 <= len(parts) <= 2) or not parts[0].isdigit() or (len(parts) == 2 and parts[1] and not parts[1].isdigit()):
+                if (
+                    not (1 <= len(parts) <= 2)
+                    or not parts[0].isdigit()
+                    or (len(parts) == 2 and parts[1] and not parts[1].isdigit())
+                ):
                     return atom  # not a repeat: the '{' is a literal, read as the next atom
                 lo = int(parts[0])
                 hi = lo if len(parts) == 1 else (int(parts[1]) if parts[1] else None)
@@ -427,7 +443,9 @@ def _score(locators) -> tuple:
     """Which of two requirements to locate by: bounded windows first, then the longer (rarer)
     shortest literal, then fewer literals."""
     shortest = min(len(loc[0]) for loc in locators)
-    bounded = all((b is not None or lb is not None) and (a is not None or la is not None) for _, b, a, lb, la in locators)
+    bounded = all(
+        (b is not None or lb is not None) and (a is not None or la is not None) for _, b, a, lb, la in locators
+    )
     return (bounded, min(shortest, 8), -len(locators), shortest)
 
 
@@ -488,7 +506,10 @@ def _facts(node) -> _Facts:
             own = _own_locators(f)
             if own:  # in the first copy; the other copies come after it
                 more = None if hi is None else hi - 1
-                locators = [(s, b, _add(a, _times(f.max_width, more)), lb, _add(la, _times(f.max_newlines, more))) for s, b, a, lb, la in own]
+                locators = [
+                    (s, b, _add(a, _times(f.max_width, more)), lb, _add(la, _times(f.max_newlines, more)))
+                    for s, b, a, lb, la in own
+                ]
         return _Facts(_times(f.max_width, hi), _times(f.max_newlines, hi), exact, locators)
     if kind == "cat":
         parts = [_facts(child) for child in node[1]]
@@ -522,7 +543,12 @@ def _facts(node) -> _Facts:
             i = j
         for i, f in enumerate(parts):
             if f.exact is None and f.locators:
-                options.append([(s, _add(pre_w[i], b), _add(a, suf_w[i + 1]), _add(pre_l[i], lb), _add(la, suf_l[i + 1])) for s, b, a, lb, la in f.locators])
+                options.append(
+                    [
+                        (s, _add(pre_w[i], b), _add(a, suf_w[i + 1]), _add(pre_l[i], lb), _add(la, suf_l[i + 1]))
+                        for s, b, a, lb, la in f.locators
+                    ]
+                )
         return _Facts(pre_w[n], pre_l[n], whole, max(options, key=_score) if options else None)
     raise AssertionError(kind)
 
@@ -652,7 +678,11 @@ def core(pattern: str) -> Core | None:
     on = "".join(c for c in _FLAG_CHARS if flags[c])
     first = items[0]
     lazy = (
-        j == 1 and groups == 0 and first[0] == "rep" and first[1][0] == "set" and first[2] == 0
+        j == 1
+        and groups == 0
+        and first[0] == "rep"
+        and first[1][0] == "set"
+        and first[2] == 0
         and pattern[parser.top[0][0] : start].endswith(("}?", "*?"))
     )
     chars = b""

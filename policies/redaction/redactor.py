@@ -45,7 +45,31 @@ MAX_PASSES = 4
 
 # Words in an environment variable's name that mark its value as secret.
 _SECRET_WORDS = frozenset(
-    ["KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASS", "PASSPHRASE", "PWD", "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "PRIVATE", "SESSION", "COOKIE", "SIGNATURE", "DSN", "CERT"]
+    [
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "TOKENS",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWORDS",
+        "PASSWD",
+        "PASS",
+        "PASSPHRASE",
+        "PWD",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "CREDS",
+        "AUTH",
+        "PRIVATE",
+        "SESSION",
+        "COOKIE",
+        "SIGNATURE",
+        "DSN",
+        "CERT",
+    ]
 )
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD", "PASS_MAX_DAYS", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "ASSAY_SECRET_ENV"})
 _URL_WITH_CREDENTIALS = re.compile(r"(?:DATABASE|DB|REDIS|MONGO(?:DB)?|AMQP|BROKER|POSTGRES|MYSQL)_(?:URL|URI)$")
@@ -107,10 +131,12 @@ class Redactor:
 
     __slots__ = ("_engine", "_known", "_vault")
 
-    def __init__(self, rules: RuleSet | None = None, *, pii: bool = True, high_entropy: bool = True,
-                 engine: Engine | None = None):
-        self._engine: Engine = engine or Re2Engine(rules if rules is not None else default_rules(), pii=pii,
-                                                   high_entropy=high_entropy)
+    def __init__(
+        self, rules: RuleSet | None = None, *, pii: bool = True, high_entropy: bool = True, engine: Engine | None = None
+    ):
+        self._engine: Engine = engine or Re2Engine(
+            rules if rules is not None else default_rules(), pii=pii, high_entropy=high_entropy
+        )
         self._known = KnownSecrets()
         self._vault = Vault()
 
@@ -146,7 +172,9 @@ class Redactor:
         try:
             data = p.read_bytes()
         except OSError as exc:
-            raise UserError(f"cannot read key file {p} ({exc.strerror})", "check the path and its permissions") from None
+            raise UserError(
+                f"cannot read key file {p} ({exc.strerror})", "check the path and its permissions"
+            ) from None
         label = kind or f"keyfile-{p.name}"
         count = 0
         for m in _PEM_BODY.finditer(data):
@@ -158,7 +186,12 @@ class Redactor:
         return count
 
     @classmethod
-    def for_run(cls, environ: Mapping[str, str] | None = None, key_files: Iterable[str | os.PathLike[str]] = (), names: Iterable[str] = ()) -> Redactor:
+    def for_run(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        key_files: Iterable[str | os.PathLike[str]] = (),
+        names: Iterable[str] = (),
+    ) -> Redactor:
         """A redactor with the environment's secrets and the given key files registered."""
         redactor = cls()
         redactor.add_environment(environ, names)
@@ -226,7 +259,9 @@ class Redactor:
             spans = self._find_in(data, _windows(data, placed), placed)
         return data
 
-    def _find_in(self, data: bytes, windows: list[tuple[int, int]], placed: list[tuple[int, int]] = ()) -> list[tuple[int, int, str, str]]:
+    def _find_in(
+        self, data: bytes, windows: list[tuple[int, int]], placed: list[tuple[int, int]] = ()
+    ) -> list[tuple[int, int, str, str]]:
         """Findings inside `windows` only, from one scan of the windows joined by a NUL line
         (no token, key or address spans a NUL), mapped back to offsets in `data`. `placed`:
         the placeholders just written (in order, each inside a window)."""

@@ -173,7 +173,9 @@ def _locators(pattern: str, open_ended: bool = False):
 
 
 def _open_ended(locators) -> bool:
-    return any(loc.after is None and (loc.lines_after is None or loc.lines_after > MAX_WINDOW_LINES) for loc in locators)
+    return any(
+        loc.after is None and (loc.lines_after is None or loc.lines_after > MAX_WINDOW_LINES) for loc in locators
+    )
 
 
 def _needs(pattern: str) -> tuple:
@@ -244,9 +246,13 @@ class RuleSet:
         own: dict[bytes, list] = {}
         for i, rule in enumerate(rules):
             for loc in rule.locators or ():
-                own.setdefault(loc.literal, []).append((i, len(loc.literal), loc.before, loc.after, loc.lines_before, loc.lines_after))
+                own.setdefault(loc.literal, []).append(
+                    (i, len(loc.literal), loc.before, loc.after, loc.lines_before, loc.lines_after)
+                )
         for rule in rules:
-            for lit in (rule.keywords if not rule.gate_implied else ()) + tuple(lit for req in rule.needs for lit in req):
+            for lit in (rule.keywords if not rule.gate_implied else ()) + tuple(
+                lit for req in rule.needs for lit in req
+            ):
                 own.setdefault(lit, [])
         self._located_by = {lit: {e[0] for e in es} for lit, es in own.items()}
         self._entries = {lit: [e for other, es in own.items() if lit.startswith(other) for e in es] for lit in own}
@@ -265,14 +271,22 @@ class RuleSet:
     def _build_native(self) -> re2native.Located | None:
         literals = list(self._entries)
         ids = {lit: i for i, lit in enumerate(literals)}
-        tables = [(self._entries[lit], [ids[p] for p in self._prefixes[lit]], sorted(self._located_by[lit])) for lit in literals]
+        tables = [
+            (self._entries[lit], [ids[p] for p in self._prefixes[lit]], sorted(self._located_by[lit]))
+            for lit in literals
+        ]
         crowding = (CROWDED, MIN_LITERAL, *CROWDED_BYTES)
         native = re2native.Located.new(literals, tables, len(self.rules), _options().max_mem, crowding)
         if native is None:
             return None
         for i, rule in enumerate(self.rules):
             if rule.locators is not None:
-                native.locate(i, rule.regex.pattern, rule.open_ended, [] if rule.gate_implied else [ids[kw] for kw in rule.keywords])
+                native.locate(
+                    i,
+                    rule.regex.pattern,
+                    rule.open_ended,
+                    [] if rule.gate_implied else [ids[kw] for kw in rule.keywords],
+                )
             elif rule.groups is not None:
                 native.walker(i, rule.groups.pattern, rule.core_before, rule.prefix_bytes)
             else:
@@ -355,7 +369,9 @@ class RuleSet:
         for i in sorted(set(self._whole) | crowded):
             rule = self.rules[i]
             walk = native.walks.get(i) if native is not None else None
-            if (not rule.gate_implied and not any(kw in present for kw in rule.keywords)) or not all(any(lit in present for lit in req) for req in rule.needs):
+            if (not rule.gate_implied and not any(kw in present for kw in rule.keywords)) or not all(
+                any(lit in present for lit in req) for req in rule.needs
+            ):
                 if walk is not None and prefetched is not None:
                     prefetched.drop(walk)
                 continue
@@ -622,7 +638,9 @@ def _subjects(allowlists: list[Allowlist]) -> tuple[dict[str, list[bytes]], list
     allowlists whose checks fire only together. Those never firing on tool output are gone."""
     live = [a for a in allowlists if not a.never()]
     merged = [a for a in live if a.either()]
-    subjects = {k: [p.encode() for a in merged if a.target == k for p in a.patterns] for k in ("secret", "match", "line")}
+    subjects = {
+        k: [p.encode() for a in merged if a.target == k for p in a.patterns] for k in ("secret", "match", "line")
+    }
     subjects["stop"] = [re2.escape(w) for a in merged for w in a.words]
     return subjects, [a for a in live if not a.either()]
 
@@ -714,7 +732,9 @@ def load_rules(text: str | None = None) -> RuleSet:
     try:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"the secret rule file is not valid TOML: {exc}", "restore policies/redaction/rules/gitleaks.toml") from None
+        raise UserError(
+            f"the secret rule file is not valid TOML: {exc}", "restore policies/redaction/rules/gitleaks.toml"
+        ) from None
     rejected: dict[str, str] = {}
     rules: list[Rule] = []
     specs = config.get("rules", [])

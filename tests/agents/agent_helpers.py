@@ -42,9 +42,20 @@ def sign_home() -> None:
     settings.cache_clear()
 
 
-def write_job(folder: Path, *, name: str = "job.toml", task: Path | str | None = None, task_text: str | None = None,
-              brain: str = "playbook", steps: int = 20, minutes: float = 10, tokens: int | None = None,
-              manifest: str = "kernel-agent", criteria: str = "kernel-default", backend: str = "auto") -> Path:
+def write_job(
+    folder: Path,
+    *,
+    name: str = "job.toml",
+    task: Path | str | None = None,
+    task_text: str | None = None,
+    brain: str = "playbook",
+    steps: int = 20,
+    minutes: float = 10,
+    tokens: int | None = None,
+    manifest: str = "kernel-agent",
+    criteria: str = "kernel-default",
+    backend: str = "auto",
+) -> Path:
     """A job file for the kernel kind; the task is a copy of the softmax example unless given."""
     folder.mkdir(parents=True, exist_ok=True)
     task_file = folder / "task.py"
@@ -110,25 +121,46 @@ def plant_packages(folder: Path, tripped: Path, names: tuple[str, ...]) -> Path:
     tripped.mkdir(parents=True, exist_ok=True)
     for name in names:
         (folder / name).mkdir(parents=True)
-        (folder / name / "__init__.py").write_text(f"open({str(tripped / name)!r}, 'w').close()\nraise ImportError('planted')\n")
+        (folder / name / "__init__.py").write_text(
+            f"open({str(tripped / name)!r}, 'w').close()\nraise ImportError('planted')\n"
+        )
     return tripped
 
 
-def assay(*args: str, brain: str | None = None, timeout: float = 300, env: dict[str, str] | None = None,
-          cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(assay_argv(*args, brain=brain), capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
+def assay(
+    *args: str,
+    brain: str | None = None,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        assay_argv(*args, brain=brain),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
 
 
-def spawn(*args: str, brain: str | None = None, env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen:
+def spawn(
+    *args: str, brain: str | None = None, env: dict[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen:
     """Start `assay ARGS` in its own process group (so a test can clean up what it leaves)."""
     env = {**os.environ, **(env or {})}
     if log is None:
-        return subprocess.Popen(assay_argv(*args, brain=brain), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        return subprocess.Popen(
+            assay_argv(*args, brain=brain),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     with open(log, "w") as out:  # the child holds its own copy of the descriptor
-        return subprocess.Popen(assay_argv(*args, brain=brain), stdout=out, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        return subprocess.Popen(
+            assay_argv(*args, brain=brain), stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
 
 
 def reap_group(proc: subprocess.Popen) -> None:

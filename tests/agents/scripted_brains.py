@@ -87,20 +87,28 @@ def exec_py(code: str, timeout_s: float = 20) -> Call:
 
 # Six steps with a slow tool call in the middle (step 3): the crash tests kill the run before,
 # during and after it, and while the verifier runs.
-steady = script("steady", [
-    [("list_files", {})],
-    [("write_file", {"path": "notes.txt", "content": "step two\n"})],
-    [exec_py(f"import time; open('slow-started', 'w').close(); time.sleep({SLEEP_S}); print('slept')")],
-    [("read_file", {"path": "notes.txt"}), exec_py("print(6 * 7)")],
-    [("write_file", {"path": "candidate.py", "content": TINY_CANDIDATE})],
-    [("submit", {"entry": "candidate.py"})],
-], final="submitted")
+steady = script(
+    "steady",
+    [
+        [("list_files", {})],
+        [("write_file", {"path": "notes.txt", "content": "step two\n"})],
+        [exec_py(f"import time; open('slow-started', 'w').close(); time.sleep({SLEEP_S}); print('slept')")],
+        [("read_file", {"path": "notes.txt"}), exec_py("print(6 * 7)")],
+        [("write_file", {"path": "candidate.py", "content": TINY_CANDIDATE})],
+        [("submit", {"entry": "candidate.py"})],
+    ],
+    final="submitted",
+)
 
 # Submits at once: the quickest way to a (failing) signed verdict.
-quick = script("quick", [
-    [("write_file", {"path": "candidate.py", "content": TINY_CANDIDATE})],
-    [("submit", {"entry": "candidate.py"})],
-], final="submitted")
+quick = script(
+    "quick",
+    [
+        [("write_file", {"path": "candidate.py", "content": TINY_CANDIDATE})],
+        [("submit", {"entry": "candidate.py"})],
+    ],
+    final="submitted",
+)
 
 # Never submits: the verdict is "no submission".
 idle = script("idle", [[("list_files", {})]], final="giving up: no candidate")

@@ -85,10 +85,16 @@ def test_local_brain_answers_the_same_history_the_same_way(local_home):
     from assay.agents.local import LocalModel
 
     tools = [
-        ToolDefinition(name="read_file", description="Read a workspace file.",
-                       parameters_json_schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        ToolDefinition(name="list_files", description="List workspace files.",
-                       parameters_json_schema={"type": "object", "properties": {"path": {"type": "string"}}}),
+        ToolDefinition(
+            name="read_file",
+            description="Read a workspace file.",
+            parameters_json_schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        ),
+        ToolDefinition(
+            name="list_files",
+            description="List workspace files.",
+            parameters_json_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+        ),
     ]
     history = [
         ModelRequest(parts=[UserPromptPart(content="Look at the files in the workspace, then read task.py.")]),
@@ -102,7 +108,8 @@ def test_local_brain_answers_the_same_history_the_same_way(local_home):
     assert calls, first.parts
     assert calls[0].tool_call_id == "local-2"  # the history's second response, whatever the process
     assert [(p.tool_name, p.args_as_dict(), p.tool_call_id) for p in again.parts if isinstance(p, ToolCallPart)] == [
-        (c.tool_name, c.args_as_dict(), c.tool_call_id) for c in calls]
+        (c.tool_name, c.args_as_dict(), c.tool_call_id) for c in calls
+    ]
 
 
 # -- provider, against a real OpenAI-compatible server ---------------------------------------------
@@ -124,16 +131,37 @@ def llama_server(need, tmp_path):
     log = tmp_path / "llama-server.log"
     with open(log, "w") as out:  # the server holds its own copy of the descriptor
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf()), "--host", "127.0.0.1", "--port", str(port),
-             "--n_ctx", "4096", "--api_key", key, "--verbose", "False"],
-            stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(gguf()),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                "4096",
+                "--api_key",
+                key,
+                "--verbose",
+                "False",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
 
     def up() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"llama.cpp server exited: {log.read_text()[-2000:]}")
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=2).status_code == 200
+            return (
+                httpx.get(
+                    f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=2
+                ).status_code
+                == 200
+            )
         except httpx.HTTPError:
             return False
 
@@ -169,7 +197,9 @@ def test_provider_brain_reaches_a_signed_verdict(home, tmp_path, llama_server, m
     assert 0 < total < 1500, run.error
     # The API key went to the server, never into anything the run recorded.
     with open_ledger() as ledger:
-        recorded = repr([s.payload for s in ledger.steps(run_id)]) + repr(ledger.get_run(run_id).spec) + (run.error or "")
+        recorded = (
+            repr([s.payload for s in ledger.steps(run_id)]) + repr(ledger.get_run(run_id).spec) + (run.error or "")
+        )
     assert key not in recorded
     assert key not in (tmp_path / "report.json").read_text()
 

@@ -105,7 +105,9 @@ def test_kill_between_steps_mid_tool_call_and_mid_verify_then_resume(home, tmp_p
         ws = home / "runs" / run_id / "workspace"
         wait_for(lambda: ("step-2", "agent") in rows(run_id)["steps"], what="step 2")
         kill9(p)
-        assert not (ws / "slow-started").exists() or "c:3:steady-3-0" not in {k for k, _, _ in rows(run_id)["tool_calls"]}
+        assert not (ws / "slow-started").exists() or "c:3:steady-3-0" not in {
+            k for k, _, _ in rows(run_id)["tool_calls"]
+        }
 
         # 2. Mid tool call: the slow exec of step 3 is running in the sandbox.
         p = resume(run_id, tmp_path / "resume1.log")
@@ -123,7 +125,9 @@ def test_kill_between_steps_mid_tool_call_and_mid_verify_then_resume(home, tmp_p
         verifier = wait_for(lambda: verifier_of(p.pid), every=0.01, what="the verifier process")
         os.kill(verifier, signal.SIGSTOP)
         kill9(p)
-        wait_for(lambda: not Path(f"/proc/{verifier}").exists() or _zombie(verifier), what="the verifier to die with the run")
+        wait_for(
+            lambda: not Path(f"/proc/{verifier}").exists() or _zombie(verifier), what="the verifier to die with the run"
+        )
         assert rows(run_id)["verdicts"] == []  # the verifier died with the run
 
         # The last resume finishes it.

@@ -17,7 +17,9 @@ from assay.agents.job import MAX_JOB_BYTES, Job, load_job
 from assay.errors import UserError
 
 FIELDS = ["kind", "task", "brain", "manifest", "criteria", "budget", "sandbox", "padding", "kernel"]
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 # -- a TOML writer for arbitrary structures (inline tables and arrays, quoted keys) ----------------
@@ -67,8 +69,11 @@ scalars = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=40),
 )
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(st.text(max_size=12), inner, max_size=4)), max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def assert_clean(path: Path):
@@ -115,11 +120,18 @@ budgets = st.dictionaries(st.sampled_from(["steps", "minutes", "tokens", "second
 job_dicts = st.fixed_dictionaries(
     {"kind": st.one_of(st.just("kernel"), values), "task": st.one_of(st.just("task.py"), values)},
     optional={
-        "brain": st.one_of(st.sampled_from(["playbook", "local", "openai-chat:gpt-4o", "x@http://h/v1", "nope"]), values),
-        "manifest": values, "criteria": st.one_of(st.sampled_from(["kernel-default", "../x", "a b"]), values),
-        "budget": st.one_of(budgets, values), "sandbox": st.one_of(st.fixed_dictionaries({"backend": values}), values),
-        "padding": values, "kernel": st.one_of(st.fixed_dictionaries({"backend": st.one_of(st.just("cpp"), values)}), values),
-        "threshold": values, "options": values, "source": values,
+        "brain": st.one_of(
+            st.sampled_from(["playbook", "local", "openai-chat:gpt-4o", "x@http://h/v1", "nope"]), values
+        ),
+        "manifest": values,
+        "criteria": st.one_of(st.sampled_from(["kernel-default", "../x", "a b"]), values),
+        "budget": st.one_of(budgets, values),
+        "sandbox": st.one_of(st.fixed_dictionaries({"backend": values}), values),
+        "padding": values,
+        "kernel": st.one_of(st.fixed_dictionaries({"backend": st.one_of(st.just("cpp"), values)}), values),
+        "threshold": values,
+        "options": values,
+        "source": values,
     },
 )
 
@@ -133,20 +145,35 @@ def test_almost_valid_jobs(place, d):
 @FUZZ
 @given(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 3), st.text(max_size=3)), max_size=6))
 def test_edits_of_the_main_job_file(place, edits):
-    text = (REPO / "examples" / "kernel" / "softmax.toml").read_text().replace('task = "softmax.py"', 'task = "task.py"')
+    text = (
+        (REPO / "examples" / "kernel" / "softmax.toml").read_text().replace('task = "softmax.py"', 'task = "task.py"')
+    )
     for at, cut, insert in edits:
         at = min(at, len(text))
-        text = text[:at] + insert + text[at + cut:]
+        text = text[:at] + insert + text[at + cut :]
     assert_clean(place(text))
 
 
-@pytest.mark.parametrize("budget, words", [
-    ("steps = 0", "budget.steps"), ("steps = -1", "budget.steps"), ("steps = 100001", "budget.steps"),
-    ('steps = "3"', "budget.steps"), ("steps = 2.5", "budget.steps"), ("steps = true", "budget.steps"),
-    ("minutes = 0", "budget.minutes"), ("minutes = nan", "budget.minutes"), ("minutes = inf", "budget.minutes"),
-    ("minutes = -inf", "budget.minutes"), ("minutes = 1e400", "budget.minutes"), ("tokens = 0", "budget.tokens"),
-    ("tokens = -5", "budget.tokens"), ("hours = 1", "budget.hours"), ("steps = [1]", "budget.steps"),
-])
+@pytest.mark.parametrize(
+    "budget, words",
+    [
+        ("steps = 0", "budget.steps"),
+        ("steps = -1", "budget.steps"),
+        ("steps = 100001", "budget.steps"),
+        ('steps = "3"', "budget.steps"),
+        ("steps = 2.5", "budget.steps"),
+        ("steps = true", "budget.steps"),
+        ("minutes = 0", "budget.minutes"),
+        ("minutes = nan", "budget.minutes"),
+        ("minutes = inf", "budget.minutes"),
+        ("minutes = -inf", "budget.minutes"),
+        ("minutes = 1e400", "budget.minutes"),
+        ("tokens = 0", "budget.tokens"),
+        ("tokens = -5", "budget.tokens"),
+        ("hours = 1", "budget.hours"),
+        ("steps = [1]", "budget.steps"),
+    ],
+)
 def test_bad_budgets_name_the_field(place, budget, words):
     p = place(f'kind = "kernel"\ntask = "task.py"\n[budget]\n{budget}\n')
     with pytest.raises(UserError) as err:
@@ -154,24 +181,27 @@ def test_bad_budgets_name_the_field(place, budget, words):
     assert words in str(err.value)
 
 
-@pytest.mark.parametrize("text, words", [
-    ('kind = "quant"\ntask = "task.py"\n', "field 'kind' is 'quant'"),
-    ('task = "task.py"\n', "field 'kind' is None"),
-    ('kind = 3\ntask = "task.py"\n', "field 'kind' is 3"),
-    ('kind = "kernel"\n', "field 'task'"),
-    ('kind = "kernel"\ntask = "missing.py"\n', "not found"),
-    ('kind = "kernel"\ntask = "task.py"\nthreshold = 0.1\n', "sets 'threshold'"),
-    ('kind = "kernel"\ntask = "task.py"\n[kernel]\nbackend = "cuda"\n', "kernel.backend"),
-    ('kind = "kernel"\ntask = "task.py"\nkernel = 5\n', "kernel"),
-    ('kind = "kernel"\ntask = "task.py"\ncriteria = "../../etc"\n', "field 'criteria'"),
-    ('kind = "kernel"\ntask = "task.py"\nbrain = "nope"\n', "field 'brain'"),
-    ('kind = "kernel"\ntask = "task.py"\n"bad\\nkey" = 1\n', "bad\\nkey"),
-    ('kind = "kernel"\ntask = "\\u0000"\n', "field 'task' is not a usable path"),
-    ('kind = "kernel"\ntask = "' + "a" * 5000 + '"\n', "field 'task' is not a usable path"),
-    ("kind = " + "[" * 5000 + "]" * 5000 + "\n", "nests arrays or tables too deeply"),
-    ("kind = " + "{a = " * 600 + "1" + "}" * 600 + "\n", "kind"),
-    ('kind = "' + "k" * 100_000 + '"\ntask = "task.py"\n', "field 'kind' is 'kkkk"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('kind = "quant"\ntask = "task.py"\n', "field 'kind' is 'quant'"),
+        ('task = "task.py"\n', "field 'kind' is None"),
+        ('kind = 3\ntask = "task.py"\n', "field 'kind' is 3"),
+        ('kind = "kernel"\n', "field 'task'"),
+        ('kind = "kernel"\ntask = "missing.py"\n', "not found"),
+        ('kind = "kernel"\ntask = "task.py"\nthreshold = 0.1\n', "sets 'threshold'"),
+        ('kind = "kernel"\ntask = "task.py"\n[kernel]\nbackend = "cuda"\n', "kernel.backend"),
+        ('kind = "kernel"\ntask = "task.py"\nkernel = 5\n', "kernel"),
+        ('kind = "kernel"\ntask = "task.py"\ncriteria = "../../etc"\n', "field 'criteria'"),
+        ('kind = "kernel"\ntask = "task.py"\nbrain = "nope"\n', "field 'brain'"),
+        ('kind = "kernel"\ntask = "task.py"\n"bad\\nkey" = 1\n', "bad\\nkey"),
+        ('kind = "kernel"\ntask = "\\u0000"\n', "field 'task' is not a usable path"),
+        ('kind = "kernel"\ntask = "' + "a" * 5000 + '"\n', "field 'task' is not a usable path"),
+        ("kind = " + "[" * 5000 + "]" * 5000 + "\n", "nests arrays or tables too deeply"),
+        ("kind = " + "{a = " * 600 + "1" + "}" * 600 + "\n", "kind"),
+        ('kind = "' + "k" * 100_000 + '"\ntask = "task.py"\n', "field 'kind' is 'kkkk"),
+    ],
+)
 def test_specific_mistakes(place, text, words):
     p = place(text)
     with pytest.raises(UserError) as err:

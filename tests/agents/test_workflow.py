@@ -29,7 +29,10 @@ def test_a_call_id_reused_in_a_later_step_is_a_new_call(home, tmp_path, monkeypa
     outcome = start_run(load_job(write_job(tmp_path / "job", steps=10)))
     got = rows(outcome.run_id)
     assert [(k, t) for k, t, _ in got["tool_calls"]] == [
-        ("c:1:call_0", "exec"), ("c:2:call_0", "write_file"), ("c:3:call_0", "exec")]
+        ("c:1:call_0", "exec"),
+        ("c:2:call_0", "write_file"),
+        ("c:3:call_0", "exec"),
+    ]
     assert [k for k, _, _ in got["policy_decisions"]] == ["c:1:call_0", "c:2:call_0", "c:3:call_0"]
     last_exec = seen[-1][-1].parts[0].content
     assert "b.txt" in last_exec["stdout"], last_exec  # a fresh result, not step 1's

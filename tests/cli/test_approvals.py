@@ -26,8 +26,11 @@ def gated_calls(run_id):
     from agent_helpers import open_ledger
 
     with open_ledger() as ledger:
-        return [(c.key, c.decision, c.outcome.get("is_error"), c.outcome.get("text", "")) for c in ledger.tool_calls(run_id)
-                if c.tool == "exec"]
+        return [
+            (c.key, c.decision, c.outcome.get("is_error"), c.outcome.get("text", ""))
+            for c in ledger.tool_calls(run_id)
+            if c.tool == "exec"
+        ]
 
 
 def test_no_wait_leaves_it_paused_then_approve_and_resume(home, tmp_path):

@@ -146,20 +146,35 @@ def make_passed_run(home: Path, speed: tuple[bool, str] = (True, "1.31x eager"),
     with Ledger.open() as ledger:
         run = ledger.create_run(job=str(home / "job.toml"), kind="kernel", brain="playbook", budget={"steps": 40})
         payload = {
-            "run_id": run.id, "kind": "kernel", "passed": speed[0], "outcome": outcome,
-            "headline": {"name": "speedup vs eager", "value": 1.31, "unit": "x"}, "figures": None,
+            "run_id": run.id,
+            "kind": "kernel",
+            "passed": speed[0],
+            "outcome": outcome,
+            "headline": {"name": "speedup vs eager", "value": 1.31, "unit": "x"},
+            "figures": None,
             "reasons": [] if speed[0] else [f"speed: {speed[1]}"],
-            "checks": [{"name": "correctness", "passed": True, "detail": "5 trials, 2 shapes"},
-                       {"name": "speed", "passed": speed[0], "detail": speed[1]}],
-            "metrics": metrics, "criteria": "kernel-default", "criteria_hash": "a" * 64,
-            "submission": "submission-1", "submission_hash": "b" * 64, "task_hash": "c" * 64, "candidate_hash": "d" * 64,
-            "verifier_version": "0.1.0", "verified_at": "2026-01-01T00:00:00Z",
+            "checks": [
+                {"name": "correctness", "passed": True, "detail": "5 trials, 2 shapes"},
+                {"name": "speed", "passed": speed[0], "detail": speed[1]},
+            ],
+            "metrics": metrics,
+            "criteria": "kernel-default",
+            "criteria_hash": "a" * 64,
+            "submission": "submission-1",
+            "submission_hash": "b" * 64,
+            "task_hash": "c" * 64,
+            "candidate_hash": "d" * 64,
+            "verifier_version": "0.1.0",
+            "verified_at": "2026-01-01T00:00:00Z",
         }
         key = signing.load_or_create_key(home)
         ledger.append_verdict(run.id, payload, signing.sign(key, payload), key="verdict:submission-1")
         ledger.set_run_status(run.id, RunStatus.running)
-        ledger.set_run_status(run.id, RunStatus.passed if speed[0] else RunStatus.failed,
-                              budget_used={"steps": 6, "requests": 6, "tokens": 0, "seconds": 12.0})
+        ledger.set_run_status(
+            run.id,
+            RunStatus.passed if speed[0] else RunStatus.failed,
+            budget_used={"steps": 6, "requests": 6, "tokens": 0, "seconds": 12.0},
+        )
         return run.id
 
 
@@ -179,8 +194,11 @@ def test_a_passing_run_exits_0(home, tmp_path):
 def test_a_speed_failure_on_a_busy_machine_exits_3_and_any_other_failure_1(home, tmp_path):
     """A pipeline retries exit 3 on a quieter machine; it must never see 3 for a kernel that is
     wrong, or slow on a quiet machine."""
-    busy = make_passed_run(home, (False, "0.99x eager; inconclusive: the machine was too busy to time"),
-                           {"timing_contended": True, "reference_cpu_share": 0.49})
+    busy = make_passed_run(
+        home,
+        (False, "0.99x eager; inconclusive: the machine was too busy to time"),
+        {"timing_contended": True, "reference_cpu_share": 0.49},
+    )
     quiet = make_passed_run(home, (False, "0.80x eager"), {"timing_contended": False, "reference_cpu_share": 0.97})
     for run_id, code in ((busy, 3), (quiet, 1)):
         args, j, x, s = report_args(tmp_path / run_id)
@@ -202,20 +220,44 @@ def test_report_paths_are_checked_before_anything_runs(home, tmp_path):
 # -- whatever a verdict says, the files stay valid --------------------------------------------------
 
 texts = st.text(st.characters(codec=None, exclude_categories=()), max_size=60)
-checks = st.lists(st.fixed_dictionaries({"name": texts.filter(bool), "passed": st.booleans(), "detail": texts}), max_size=4)
-rows = st.fixed_dictionaries({
-    "run_id": st.text(string.ascii_letters + string.digits + "-", min_size=1, max_size=30),
-    "job": st.one_of(st.none(), texts, st.just("/tmp/a dir/jöb #1.toml")),
-    "kind": st.just("kernel"), "brain": texts.filter(bool), "status": st.sampled_from(["passed", "failed", "error"]),
-    "passed": st.just(False), "outcome": st.sampled_from(["fail", "inconclusive"]), "inconclusive": st.booleans(),
-    "headline": st.one_of(st.none(), st.fixed_dictionaries({"name": texts, "value": st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)), "unit": texts})),
-    "figures": st.none(), "reasons": st.lists(texts, max_size=3), "checks": checks,
-    "metrics": st.dictionaries(st.text(max_size=10), st.floats(allow_nan=False, allow_infinity=False), max_size=3),
-    "criteria": st.just("kernel-default"), "criteria_hash": st.just("e" * 64), "submission_hash": st.none(),
-    "verdict_id": st.integers(1, 10**6), "signature": st.none(), "row_hash": st.none(),
-    "budget_used": st.just({"steps": 1}), "error": st.one_of(st.none(), texts),
-    "verified_at": st.one_of(st.none(), st.just("2026-01-01T00:00:00Z")),
-})
+checks = st.lists(
+    st.fixed_dictionaries({"name": texts.filter(bool), "passed": st.booleans(), "detail": texts}), max_size=4
+)
+rows = st.fixed_dictionaries(
+    {
+        "run_id": st.text(string.ascii_letters + string.digits + "-", min_size=1, max_size=30),
+        "job": st.one_of(st.none(), texts, st.just("/tmp/a dir/jöb #1.toml")),
+        "kind": st.just("kernel"),
+        "brain": texts.filter(bool),
+        "status": st.sampled_from(["passed", "failed", "error"]),
+        "passed": st.just(False),
+        "outcome": st.sampled_from(["fail", "inconclusive"]),
+        "inconclusive": st.booleans(),
+        "headline": st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {
+                    "name": texts,
+                    "value": st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
+                    "unit": texts,
+                }
+            ),
+        ),
+        "figures": st.none(),
+        "reasons": st.lists(texts, max_size=3),
+        "checks": checks,
+        "metrics": st.dictionaries(st.text(max_size=10), st.floats(allow_nan=False, allow_infinity=False), max_size=3),
+        "criteria": st.just("kernel-default"),
+        "criteria_hash": st.just("e" * 64),
+        "submission_hash": st.none(),
+        "verdict_id": st.integers(1, 10**6),
+        "signature": st.none(),
+        "row_hash": st.none(),
+        "budget_used": st.just({"steps": 1}),
+        "error": st.one_of(st.none(), texts),
+        "verified_at": st.one_of(st.none(), st.just("2026-01-01T00:00:00Z")),
+    }
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -31,7 +31,9 @@ def job_dir(tmp_path) -> Path:
     return tmp_path
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(st.one_of(job_dicts.map(to_toml), st.binary(max_size=500)))
 def test_bad_job_files_exit_2_with_one_line(job_dir, capsys, content):
     """In process, for speed: the CLI's own entry point, as `assay run FILE` calls it."""
@@ -55,13 +57,16 @@ def test_bad_job_files_exit_2_with_one_line(job_dir, capsys, content):
     assert captured.out == ""
 
 
-@pytest.mark.parametrize("content", [
-    b'kind = "kernel"\ntask = "\xff"\n',
-    b'kind = "quant"\ntask = "task.py"\n',
-    b'kind = "kernel"\ntask = "task.py"\n[budget]\nsteps = 0\n',
-    b'kind = "kernel"\ntask = "task.py"\n"multi\\nline" = 1\n',
-    b"kind = " + b"[" * 3000 + b"]" * 3000 + b"\n",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'kind = "kernel"\ntask = "\xff"\n',
+        b'kind = "quant"\ntask = "task.py"\n',
+        b'kind = "kernel"\ntask = "task.py"\n[budget]\nsteps = 0\n',
+        b'kind = "kernel"\ntask = "task.py"\n"multi\\nline" = 1\n',
+        b"kind = " + b"[" * 3000 + b"]" * 3000 + b"\n",
+    ],
+)
 def test_the_real_command(job_dir, content):
     p = job_dir / "job.toml"
     p.write_bytes(content)

@@ -24,7 +24,10 @@ def raw(url: str | None, *sql: str) -> None:
     from assay.ledger import Ledger
 
     if url and url.startswith("postgresql"):
-        drops = ["DROP TRIGGER IF EXISTS verdicts_append_only ON verdicts", "DROP TRIGGER IF EXISTS verdicts_no_truncate ON verdicts"]
+        drops = [
+            "DROP TRIGGER IF EXISTS verdicts_append_only ON verdicts",
+            "DROP TRIGGER IF EXISTS verdicts_no_truncate ON verdicts",
+        ]
     else:
         drops = ["DROP TRIGGER IF EXISTS verdicts_no_update", "DROP TRIGGER IF EXISTS verdicts_no_delete"]
     with Ledger.open(url) as ledger, ledger.engine.begin() as conn:
@@ -42,9 +45,20 @@ def signed_verdicts(home, n: int) -> list[str]:
     with Ledger.open() as ledger:
         for i in range(n):
             run = ledger.create_run(job=f"job-{i}.toml", kind="kernel", brain="playbook")
-            payload = {"run_id": run.id, "kind": "kernel", "passed": False, "reasons": [f"reason {i}"], "checks": [],
-                       "metrics": {}, "criteria": "kernel-default", "criteria_hash": "a" * 64, "submission": None,
-                       "submission_hash": None, "verifier_version": "0.1.0", "verified_at": "2026-01-01T00:00:00Z"}
+            payload = {
+                "run_id": run.id,
+                "kind": "kernel",
+                "passed": False,
+                "reasons": [f"reason {i}"],
+                "checks": [],
+                "metrics": {},
+                "criteria": "kernel-default",
+                "criteria_hash": "a" * 64,
+                "submission": None,
+                "submission_hash": None,
+                "verifier_version": "0.1.0",
+                "verified_at": "2026-01-01T00:00:00Z",
+            }
             ledger.append_verdict(run.id, payload, signing.sign(key, payload), key="verdict:none")
             ids.append(run.id)
     return ids
@@ -63,7 +77,9 @@ def test_real_verdicts_then_a_flipped_result(home, tmp_path, monkeypatch):
     doc = verdicts_json()
     assert doc["chain_ok"] is True
     assert [(v["run_id"], v["signature"], v["chain"]) for v in doc["verdicts"]] == [
-        (first.run_id, "valid", "ok"), (second.run_id, "valid", "ok")]
+        (first.run_id, "valid", "ok"),
+        (second.run_id, "valid", "ok"),
+    ]
     assert all(v["passed"] is False for v in doc["verdicts"])
     assert assay("ledger", "verify", timeout=60).returncode == 0
 
@@ -104,9 +120,14 @@ def test_tampering_is_flagged(home, request, monkeypatch, db):
         v3 = ledger.verdicts(runs[2])[0]
         forged = dict(v3.payload, passed=True, reasons=[])
         sig = signing.sign(mallory, forged)
-        new_hash = chain.row_hash(v3.prev_hash, run_id=v3.run_id, key=v3.key, created_at=v3.created_at, payload=forged, signature=sig)
-    raw(url, f"UPDATE verdicts SET payload = '{json.dumps(chain.normalize_payload(forged))}', signature = '{sig}', "
-             f"row_hash = '{new_hash}' WHERE id = 3")
+        new_hash = chain.row_hash(
+            v3.prev_hash, run_id=v3.run_id, key=v3.key, created_at=v3.created_at, payload=forged, signature=sig
+        )
+    raw(
+        url,
+        f"UPDATE verdicts SET payload = '{json.dumps(chain.normalize_payload(forged))}', signature = '{sig}', "
+        f"row_hash = '{new_hash}' WHERE id = 3",
+    )
     doc = verdicts_json(env)
     assert [v["signature"] for v in doc["verdicts"]] == ["valid", "valid", "unknown-key"]
     assert doc["chain_ok"] is False and doc["verdicts"][2]["chain"] == "broken here"

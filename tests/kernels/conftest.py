@@ -36,8 +36,9 @@ def _kernel_sandbox_session():
     tasks = cache / "tasks"
     shutil.rmtree(tasks, ignore_errors=True)
     tasks.mkdir()
-    limits = SandboxLimits(timeout_s=600, memory_mb=8192, pids=512, cpus=float(os.cpu_count() or 1),
-                           output_bytes=8 << 20)
+    limits = SandboxLimits(
+        timeout_s=600, memory_mb=8192, pids=512, cpus=float(os.cpu_count() or 1), output_bytes=8 << 20
+    )
     spec = SandboxSpec(workspace=cache, limits=limits, ro_binds=kernel_binds() + ((EXAMPLES, "/examples"),))
     try:
         sb = open_sandbox(spec)

@@ -14,8 +14,9 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "activations.py"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=300,
-                          cwd=BENCH.parents[1])
+    return subprocess.run(
+        [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=300, cwd=BENCH.parents[1]
+    )
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to build the activations")
@@ -43,12 +44,15 @@ def test_the_prefetch_hint_is_in_the_loop_it_times():
     assert with_hint.count("vprefetch(xs + s + i + 512);") == 1 and "vprefetch(xs" not in without
 
 
-@pytest.mark.parametrize("args, words", [
-    (("--only", "swish"), "unknown activation 'swish'"),
-    (("--against", "no-such-revision"), "no kernels/cpp/vecmath.h at 'no-such-revision'"),
-    (("--rounds", "0"), "--rounds must be at least 1"),
-    (("--prefetch", "-1"), "--prefetch must be 0 or more floats"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--only", "swish"), "unknown activation 'swish'"),
+        (("--against", "no-such-revision"), "no kernels/cpp/vecmath.h at 'no-such-revision'"),
+        (("--rounds", "0"), "--rounds must be at least 1"),
+        (("--prefetch", "-1"), "--prefetch must be 0 or more floats"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words):
     res = _run(*args)
     assert res.returncode == 2 and words in res.stderr, res.stderr

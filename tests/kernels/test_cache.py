@@ -21,9 +21,13 @@ def other(**kw) -> CacheKey:
 def test_key_survives_renames_and_comments_but_not_a_different_op(ksb, task_dir):
     src = (EXAMPLES / "bias_gelu_residual.py").read_text()
     base = shrink(EXAMPLES / "bias_gelu_residual.py", task_dir)
-    renamed = src.replace("self.bias", "self.shift").replace("x + ", "hidden_states + ") \
-        .replace("def forward(self, x, residual)", "def forward(self, hidden_states, skip)") \
-        .replace("+ residual", "+ skip").replace("class Model", "# a comment the key must not see\nclass Model")
+    renamed = (
+        src.replace("self.bias", "self.shift")
+        .replace("x + ", "hidden_states + ")
+        .replace("def forward(self, x, residual)", "def forward(self, hidden_states, skip)")
+        .replace("+ residual", "+ skip")
+        .replace("class Model", "# a comment the key must not see\nclass Model")
+    )
     assert renamed != src and "shift" in renamed
     (task_dir / "renamed_src.py").write_text('"""Edited docstring."""\n' + renamed)
     variant = shrink(task_dir / "renamed_src.py", task_dir, "renamed.py")
@@ -53,7 +57,7 @@ def test_local_and_ledger_stores_merge_and_dedupe(tmp_path):
         both = AutotuneCache([local, shared])
         both.record(KEY, {"u": 1, "nt": 0}, 1.5)
         both.record(KEY, {"nt": 1, "u": 2}, 1.8)
-        both.record(KEY, {"u": 2, "nt": 1}, 1.8)         # the same measurement again: one ledger row
+        both.record(KEY, {"u": 2, "nt": 1}, 1.8)  # the same measurement again: one ledger row
         entries = both.entries(KEY)
         assert [(e.config, e.seconds) for e in entries] == [({"u": 1, "nt": 0}, 1.5), ({"nt": 1, "u": 2}, 1.8)]
         assert len(shared.family(KEY.family)) == 2 and len(local.family(KEY.family)) == 4
@@ -69,7 +73,7 @@ def test_seeds_prefer_exact_key_then_the_same_computation_elsewhere(tmp_path):
     cache.record(KEY, {"u": 2, "nt": 0}, 1.2)
     cache.record(KEY, {"u": 1, "nt": 0}, 1.0)
     cache.record(other(signature="different"), {"u": 2, "nt": 1}, 0.1)  # another computation: never a seed
-    cache.record(KEY, {"u": 8, "nt": 0}, 0.5)                            # not in this space: never a seed
+    cache.record(KEY, {"u": 8, "nt": 0}, 0.5)  # not in this space: never a seed
     assert cache.seeds(KEY, SPACE, k=3) == [{"u": 1, "nt": 0}, {"u": 2, "nt": 0}, {"u": 4, "nt": 1}]
 
 
@@ -101,8 +105,9 @@ def test_autotune_cold_then_warm(ksb, task_dir, tmp_path):
     assert all(t.ok and t.seconds > 0 for t in cold.trials)
     assert len(cache.entries(cold.key)) == 4
     events = []
-    warm = autotune(ksb, task, p.template, space, cache, reps=2, confirm=True,
-                    progress=lambda m, f: events.append((m, f)))
+    warm = autotune(
+        ksb, task, p.template, space, cache, reps=2, confirm=True, progress=lambda m, f: events.append((m, f))
+    )
     assert warm.ok and warm.rounds == 1 and [t.config for t in warm.trials] == [cold.best] == [warm.seeded[0]]
     assert "warm start" in events[0][0] and events[-1][1] == 1.0
     # without confirm, the exact key's winner is reused: no build, no harness run

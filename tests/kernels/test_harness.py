@@ -33,7 +33,7 @@ def test_inspect_reports_normalised_graph_not_source(ksb, inspected):
     info = inspected["scale_clamp_mul"][1]
     assert [n["op"] for n in info.nodes] == ["mul", "clamp", "mul"]
     assert info.nodes[0]["args"] == {"input": "%in0", "other": 1.5}
-    assert info.nodes[2]["args"]["other"] == "%p0"          # the multiplier, by position not by name
+    assert info.nodes[2]["args"]["other"] == "%p0"  # the multiplier, by position not by name
     assert info.inputs == [{"shape": [3, 5, 5, 5], "dtype": "float32"}]
     assert info.params == [{"name": "multiplier", "shape": [5, 1, 1], "dtype": "float32", "parameter": True}]
     assert info.init_signature == ["channels", "scale", "clamp_min", "clamp_max"]
@@ -79,8 +79,9 @@ def test_build_test_bench_tune_contracts(ksb, task_dir, inspected):
     b = build(ksb, cand)
     assert b.ok and b.variants == 3 and b.seconds > 0
 
-    out = call_harness(ksb, "run.py", ["test", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--seeds", "0,1,2"],
-                       timeout=300)
+    out = call_harness(
+        ksb, "run.py", ["test", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--seeds", "0,1,2"], timeout=300
+    )
     assert out["ok"] is True and [t["seed"] for t in out["trials"]] == [0, 1, 2]
     assert set(out["trials"][0]) >= {"ok", "max_abs_err", "mismatched", "reason"}
     tested = quick_test(ksb, task, cand, seeds=(4,))
@@ -90,12 +91,21 @@ def test_build_test_bench_tune_contracts(ksb, task_dir, inspected):
     assert res.ok, (res.error, res.detail)
     assert set(res.seconds) == {"candidate", "eager"} and all(v > 0 for v in res.seconds.values())
     assert res.speedup_vs_eager > 0 and res.speedup_vs_compile is None
-    assert res.copy_gbps > 0 and res.bandwidth_fraction > 0 and res.copy_gbps_large > 0 and res.bandwidth_fraction_large > 0
+    assert (
+        res.copy_gbps > 0
+        and res.bandwidth_fraction > 0
+        and res.copy_gbps_large > 0
+        and res.bandwidth_fraction_large > 0
+    )
     assert set(res.raw["times"]) == {"candidate", "eager"}  # the copies are timed in the same rounds, reported apart
-    assert res.bytes == 2 * 4 * 131 * 35                        # input + output of the shrunk softmax
+    assert res.bytes == 2 * 4 * 131 * 35  # input + output of the shrunk softmax
 
-    out = call_harness(ksb, "run.py", ["tune", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--variants", "2,0",
-                                       "--reps", "2"], timeout=300)
+    out = call_harness(
+        ksb,
+        "run.py",
+        ["tune", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--variants", "2,0", "--reps", "2"],
+        timeout=300,
+    )
     assert [r["variant"] for r in out["results"]] == [2, 0]
     for r in out["results"]:
         assert r["ok"] and r["median_s"] > 0 and r["done_unix"] >= out["started_unix"]
@@ -112,7 +122,7 @@ def test_bench_flags_a_wrong_candidate(ksb, task_dir, inspected):
     assert not res.ok and res.error == "incorrect" and "elements off" in res.detail
 
 
-_LOGGING_CANDIDATE = '''
+_LOGGING_CANDIDATE = """
 import os
 import torch
 import torch.nn as nn
@@ -132,28 +142,34 @@ class ModelNew(nn.Module):
         with open(_LOG, "a") as f:
             f.write(str(_variant))
         return torch.relu(x) + (1.0 if _variant == 1 else 0.0)
-'''
+"""
 
 
 def test_tune_times_its_variants_in_the_same_rounds_and_names_a_wrong_one(ksb, task_dir):
     """Variants timed one after another would each meet a different moment of the neighbours'
     load; the tuner interleaves them, so a burst hits every variant alike."""
     task = task_dir / "relu_task.py"
-    task.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
-                    "    def forward(self, x):\n        return torch.relu(x)\n\n"
-                    "def get_inputs():\n    return [torch.randn(64, 64)]\n\ndef get_init_inputs():\n    return []\n")
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.relu(x)\n\n"
+        "def get_inputs():\n    return [torch.randn(64, 64)]\n\ndef get_init_inputs():\n    return []\n"
+    )
     cand = task_dir / "logging_candidate.py"
     cand.write_text(_LOGGING_CANDIDATE)
     log = task_dir / "calls.log"
     log.unlink(missing_ok=True)
-    out = call_harness(ksb, "run.py", ["tune", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--variants", "0,1,2",
-                                       "--reps", "6"], timeout=300)
+    out = call_harness(
+        ksb,
+        "run.py",
+        ["tune", sandbox_path(ksb, task), sandbox_path(ksb, cand), "--variants", "0,1,2", "--reps", "6"],
+        timeout=300,
+    )
     rows = {r["variant"]: r for r in out["results"]}
     assert rows[0]["ok"] and rows[2]["ok"] and rows[0]["reps"] == rows[2]["reps"] == 6
     assert rows[1]["ok"] is False and "elements off" in rows[1]["error"]
     calls = log.read_text()
-    assert calls[:3] == "012"                     # the correctness gate, once each
+    assert calls[:3] == "012"  # the correctness gate, once each
     timed = calls[3:]
-    assert "1" not in timed                       # a wrong variant is never timed
+    assert "1" not in timed  # a wrong variant is never timed
     switches = sum(1 for a, b in zip(timed, timed[1:], strict=False) if a != b)
-    assert switches >= 6, timed                   # alternating (9 here), not all of 0 then all of 2 (2)
+    assert switches >= 6, timed  # alternating (9 here), not all of 0 then all of 2 (2)

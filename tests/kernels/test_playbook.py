@@ -9,12 +9,24 @@ from assay.kernels.patterns import recognise
 
 
 def info(nodes, inputs, params=(), output=None, replays=True, steps=None):
-    return TaskInfo.from_json(Path("synthetic.py"), {
-        "graph": {"nodes": nodes, "output": output or [f"%n{len(nodes) - 1}"]},
-        "inputs": list(inputs), "params": list(params), "init_inputs": [], "init_signature": [],
-        "forward_signature": ["x"], "device": {"model": "test", "capability": "AVX2", "threads": 2},
-        "init_recipe": {"steps": steps if steps is not None else [], "replays": replays, "symbols": {}, "constants": {}},
-    })
+    return TaskInfo.from_json(
+        Path("synthetic.py"),
+        {
+            "graph": {"nodes": nodes, "output": output or [f"%n{len(nodes) - 1}"]},
+            "inputs": list(inputs),
+            "params": list(params),
+            "init_inputs": [],
+            "init_signature": [],
+            "forward_signature": ["x"],
+            "device": {"model": "test", "capability": "AVX2", "threads": 2},
+            "init_recipe": {
+                "steps": steps if steps is not None else [],
+                "replays": replays,
+                "symbols": {},
+                "constants": {},
+            },
+        },
+    )
 
 
 X = {"shape": [64, 128], "dtype": "float32"}
@@ -22,8 +34,13 @@ X = {"shape": [64, 128], "dtype": "float32"}
 
 def test_conv_has_no_template_and_says_why():
     conv = {"op": "conv2d", "args": {"input": "%in0", "weight": "%p0"}, "shape": [1, 8, 30, 30], "dtype": "float32"}
-    res = plan(info([conv], [{"shape": [1, 3, 32, 32], "dtype": "float32"}],
-                    [{"name": "w", "shape": [8, 3, 3, 3], "dtype": "float32", "parameter": True}]))
+    res = plan(
+        info(
+            [conv],
+            [{"shape": [1, 3, 32, 32], "dtype": "float32"}],
+            [{"name": "w", "shape": [8, 3, 3, 3], "dtype": "float32", "parameter": True}],
+        )
+    )
     assert isinstance(res, NoTemplate) and "conv2d" in res.reason
 
 
@@ -60,8 +77,10 @@ def test_elementwise_chain_leaf_kinds():
         {"op": "add", "args": {"input": "%n0", "other": "%p1", "alpha": 1}, "shape": [4, 8, 16], "dtype": "float32"},
         {"op": "gelu", "args": {"input": "%n1", "approximate": "tanh"}, "shape": [4, 8, 16], "dtype": "float32"},
     ]
-    params = [{"name": "s", "shape": [8, 1], "dtype": "float32", "parameter": True},
-              {"name": "b", "shape": [16], "dtype": "float32", "parameter": True}]
+    params = [
+        {"name": "s", "shape": [8, 1], "dtype": "float32", "parameter": True},
+        {"name": "b", "shape": [16], "dtype": "float32", "parameter": True},
+    ]
     pat = recognise(info(nodes, [x], params))
     assert pat.kind == "elementwise"
     kinds = [(leaf["ref"], leaf["kind"]) for leaf in pat.spec["chain"]["leaves"]]
@@ -72,7 +91,12 @@ def test_elementwise_chain_leaf_kinds():
 def test_rmsnorm_written_out_is_a_row_reduction():
     nodes = [
         {"op": "pow", "args": {"input": "%in0", "exponent": 2}, "shape": [64, 128], "dtype": "float32"},
-        {"op": "mean", "args": {"input": "%n0", "dim": [-1], "keepdim": True, "dtype": None}, "shape": [64, 1], "dtype": "float32"},
+        {
+            "op": "mean",
+            "args": {"input": "%n0", "dim": [-1], "keepdim": True, "dtype": None},
+            "shape": [64, 1],
+            "dtype": "float32",
+        },
         {"op": "add", "args": {"input": "%n1", "other": 1e-6, "alpha": 1}, "shape": [64, 1], "dtype": "float32"},
         {"op": "rsqrt", "args": {"input": "%n2"}, "shape": [64, 1], "dtype": "float32"},
         {"op": "mul", "args": {"input": "%in0", "other": "%n3"}, "shape": [64, 128], "dtype": "float32"},
@@ -83,17 +107,25 @@ def test_rmsnorm_written_out_is_a_row_reduction():
     assert pat.spec["consts"] == [{"value": 1e-6, "path": "2.other"}]
     # mean over a different dim is not RMSNorm
     nodes[1] = {**nodes[1], "args": {**nodes[1]["args"], "dim": [0]}}
-    assert isinstance(plan(info(nodes, [X], [{"name": "w", "shape": [128], "dtype": "float32", "parameter": True}])),
-                      NoTemplate)
+    assert isinstance(
+        plan(info(nodes, [X], [{"name": "w", "shape": [128], "dtype": "float32", "parameter": True}])), NoTemplate
+    )
 
 
 def test_linear_epilogue_starts_with_the_bias():
     nodes = [
-        {"op": "linear", "args": {"input": "%in0", "weight": "%p0", "bias": "%p1"}, "shape": [64, 32], "dtype": "float32"},
+        {
+            "op": "linear",
+            "args": {"input": "%in0", "weight": "%p0", "bias": "%p1"},
+            "shape": [64, 32],
+            "dtype": "float32",
+        },
         {"op": "relu", "args": {"input": "%n0"}, "shape": [64, 32], "dtype": "float32"},
     ]
-    params = [{"name": "l.weight", "shape": [32, 128], "dtype": "float32", "parameter": True},
-              {"name": "l.bias", "shape": [32], "dtype": "float32", "parameter": True}]
+    params = [
+        {"name": "l.weight", "shape": [32, 128], "dtype": "float32", "parameter": True},
+        {"name": "l.bias", "shape": [32], "dtype": "float32", "parameter": True},
+    ]
     pat = recognise(info(nodes, [X], params))
     assert pat.kind == "matmul" and pat.spec["layout"] == "nk"
     chain = pat.spec["chain"]
@@ -106,7 +138,8 @@ def test_a_real_task_without_template_ends_in_no_candidate(ksb, task_dir):
     task.write_text(
         "import torch\nimport torch.nn as nn\n\nN = 33\n\n\nclass Model(nn.Module):\n"
         "    def forward(self, x):\n        return torch.cumsum(x, dim=1)\n\n\n"
-        "def get_inputs():\n    return [torch.randn(N, N)]\n\n\ndef get_init_inputs():\n    return []\n")
+        "def get_inputs():\n    return [torch.randn(N, N)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
     res = plan(inspect_task(ksb, task))
     assert isinstance(res, NoTemplate) and "cumsum" in res.reason
 
@@ -114,7 +147,12 @@ def test_a_real_task_without_template_ends_in_no_candidate(ksb, task_dir):
 def test_tanh_of_softplus_renders_as_the_fused_function():
     """mish written out (x * tanh(softplus(x))) uses the fused tanh(softplus) of vecmath.h, and the
     C++ the plan renders says so; softplus alone keeps its own function."""
-    sp = {"op": "softplus", "args": {"input": "%in0", "beta": 1.0, "threshold": 20.0}, "shape": [64, 128], "dtype": "float32"}
+    sp = {
+        "op": "softplus",
+        "args": {"input": "%in0", "beta": 1.0, "threshold": 20.0},
+        "shape": [64, 128],
+        "dtype": "float32",
+    }
     tanh = {"op": "tanh", "args": {"input": "%n0"}, "shape": [64, 128], "dtype": "float32"}
     mul = {"op": "mul", "args": {"input": "%in0", "other": "%n1"}, "shape": [64, 128], "dtype": "float32"}
     from assay.kernels import render
@@ -144,7 +182,8 @@ def test_constants_other_than_the_rendered_ones_take_the_general_loop(ksb, task_
         "import torch\nimport torch.nn as nn\n\nN = 4096\n\n\nclass Model(nn.Module):\n"
         "    def __init__(self, beta=1.0):\n        super().__init__()\n        self.sp = nn.Softplus(beta=beta, threshold=20.0)\n\n"
         "    def forward(self, x):\n        return self.sp(x)\n\n\n"
-        "def get_inputs():\n    return [torch.randn(N) * 4]\n\n\ndef get_init_inputs():\n    return [1.0]\n")
+        "def get_inputs():\n    return [torch.randn(N) * 4]\n\n\ndef get_init_inputs():\n    return [1.0]\n"
+    )
     p = plan(inspect_task(ksb, task))[0]
     assert "K[0] == 0x1.0000000000000p+0f" in render(p.template, p.space.configs[0])
     monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
@@ -180,6 +219,7 @@ def test_large_outputs_write_with_streaming_stores_only():
     assert {c["nt"] for c in big} == {1} and {c["nt"] for c in small} == {0, 1} and len(small) == 2 * len(big)
     # What the playbook asks for, by the output's size (the suite's elementwise tasks write 16 MB).
     from assay.kernels.playbook import space_for
+
     for shape, want in (([2048, 2048], big), ([64, 128], small)):
         relu = {"op": "relu", "args": {"input": "%in0"}, "shape": shape, "dtype": "float32"}
         assert space_for(plan(info([relu], [{"shape": shape, "dtype": "float32"}]))[0].template) == want

@@ -64,8 +64,11 @@ def test_rows_are_claimed_once_and_a_held_thread_keeps_only_its_first_chunk(tmp_
     src = tmp_path / "claims.cpp"
     src.write_text(PROGRAM.replace("%PRELUDE%", _ROW_PRELUDE))
     exe = tmp_path / "claims"
-    res = subprocess.run(["g++", "-O2", "-march=native", "-std=c++17", "-fopenmp", "-I", str(VECMATH.parent),
-                          str(src), "-o", str(exe)], capture_output=True, text=True)
+    res = subprocess.run(
+        ["g++", "-O2", "-march=native", "-std=c++17", "-fopenmp", "-I", str(VECMATH.parent), str(src), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60).stdout.split("\n")
     bad, held = map(int, out[-2].split())

@@ -15,8 +15,15 @@ from assay.kernels.playbook import NoTemplate, SearchSpace
 from .conftest import EXAMPLES, shrink
 
 SUITE = sorted(p.stem for p in EXAMPLES.glob("*.py"))
-ALL_CONFIGS = ["scale_clamp_mul", "bias_gelu_residual", "softmax", "log_softmax", "layernorm", "rmsnorm",
-               "linear_bias_relu"]
+ALL_CONFIGS = [
+    "scale_clamp_mul",
+    "bias_gelu_residual",
+    "softmax",
+    "log_softmax",
+    "layernorm",
+    "rmsnorm",
+    "linear_bias_relu",
+]
 
 pytestmark = pytest.mark.slow
 
@@ -72,8 +79,11 @@ def test_candidate_forward_calls_no_torch_compute(ksb, suite_infos):
         tree = ast.parse(render(p.template, p.space.configs[0]))
         cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
         fwd = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward")
-        torch_calls = {ast.unparse(c.func) for c in ast.walk(fwd) if isinstance(c, ast.Call)
-                       and ast.unparse(c.func).startswith(("torch.", "F.", "nn."))}
+        torch_calls = {
+            ast.unparse(c.func)
+            for c in ast.walk(fwd)
+            if isinstance(c, ast.Call) and ast.unparse(c.func).startswith(("torch.", "F.", "nn."))
+        }
         assert torch_calls <= {"torch.empty"}, (name, torch_calls)
         assert "Model(" not in ast.unparse(tree), name
 
@@ -97,8 +107,8 @@ def test_candidate_rendered_at_one_size_runs_at_another(name, ksb, task_dir):
     src = EXAMPLES / f"{name}.py"
     cand = _candidate(ksb, task_dir, name)
     sizes = size_constants(src.read_text())
-    other = {k: max(2, v // 64 + 5) for k, v in sizes.items()}   # different, still odd-ish sizes
-    floats = {"SCALE": 0.75, "CLAMP_MIN": -0.5, "EPS": 1e-3}     # constructor constants move too
+    other = {k: max(2, v // 64 + 5) for k, v in sizes.items()}  # different, still odd-ish sizes
+    floats = {"SCALE": 0.75, "CLAMP_MIN": -0.5, "EPS": 1e-3}  # constructor constants move too
     other_task = resized(src, task_dir / f"{name}_other.py", other)
     extra = "".join(f"{k} = {v}\n" for k, v in floats.items() if k in src.read_text())
     other_task.write_text(other_task.read_text() + extra)
@@ -119,7 +129,11 @@ def test_row_reduction_claims_every_row_once_at_parallel_sizes(name, ksb, task_d
     cand = _candidate(ksb, task_dir, name)
     size_names = {"softmax": ("ROWS", "COLS"), "rmsnorm": ("ROWS", "HIDDEN")}[name]
     for rows, cols in PARALLEL_ROW_SHAPES:
-        task = resized(EXAMPLES / f"{name}.py", task_dir / f"{name}_{rows}x{cols}.py", dict(zip(size_names, (rows, cols), strict=False)))
+        task = resized(
+            EXAMPLES / f"{name}.py",
+            task_dir / f"{name}_{rows}x{cols}.py",
+            dict(zip(size_names, (rows, cols), strict=False)),
+        )
         res = quick_test(ksb, task, cand, seeds=(3,))
         assert res.ok, (rows, cols, res.error, res.detail[-1500:], res.trials)
 
@@ -131,12 +145,16 @@ def test_softmax_with_masked_entries_matches_eager(ksb, task_dir):
 
     cand = _candidate(ksb, task_dir, "softmax")
     task = resized(EXAMPLES / "softmax.py", task_dir / "softmax_masked.py", {"ROWS": 37, "COLS": 1000})
-    task.write_text(task.read_text() + (
-        "\n\ndef get_inputs():\n"
-        "    x = torch.randn(ROWS, COLS) * 4\n"
-        "    x[:, ::3] = float('-inf')\n"
-        "    x[5, 2:] = float('-inf')  # one live entry: its probability is exactly 1\n"
-        "    x[7] = float('-inf')  # no live entry: NaN\n"
-        "    return [x]\n"))
+    task.write_text(
+        task.read_text()
+        + (
+            "\n\ndef get_inputs():\n"
+            "    x = torch.randn(ROWS, COLS) * 4\n"
+            "    x[:, ::3] = float('-inf')\n"
+            "    x[5, 2:] = float('-inf')  # one live entry: its probability is exactly 1\n"
+            "    x[7] = float('-inf')  # no live entry: NaN\n"
+            "    return [x]\n"
+        )
+    )
     res = quick_test(ksb, task, cand, seeds=(4,))
     assert res.ok, (res.error, res.detail[-1500:], res.trials)

@@ -13,7 +13,9 @@ from .conftest import EXAMPLES, shrink
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton not installed (pip install assay[triton])"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("triton") is None, reason="triton not installed (pip install assay[triton])"
+    ),
 ]
 
 ONE_PER_TEMPLATE = ["scale_clamp_mul", "bias_gelu_residual", "softmax", "layernorm", "rmsnorm", "linear_bias_relu"]

@@ -44,8 +44,24 @@ def _build(tmp: Path, flags: list[str]) -> Path | None:
     src = tmp / "t.cpp"
     src.write_text(PROGRAM)
     exe = tmp / ("t" + "".join(f.replace("-", "_").replace("=", "") for f in flags))
-    res = subprocess.run(["g++", "-O2", "-march=native", *flags, "-ffp-contract=fast", "-fno-math-errno", "-fopenmp",
-                          "-I", str(VECMATH.parent), str(src), "-o", str(exe)], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            "g++",
+            "-O2",
+            "-march=native",
+            *flags,
+            "-ffp-contract=fast",
+            "-fno-math-errno",
+            "-fopenmp",
+            "-I",
+            str(VECMATH.parent),
+            str(src),
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     return exe
 
@@ -170,14 +186,43 @@ def test_activations_match_double_precision(tmp_path, flags):
     src = tmp_path / "a.cpp"
     src.write_text(ACTIVATIONS)
     exe = tmp_path / ("a" + "".join(f.replace("-", "_") for f in flags))
-    res = subprocess.run(["g++", "-O2", "-march=native", *flags, "-ffp-contract=fast", "-fno-math-errno", "-fopenmp",
-                          "-I", str(VECMATH.parent), str(src), "-o", str(exe)], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            "g++",
+            "-O2",
+            "-march=native",
+            *flags,
+            "-ffp-contract=fast",
+            "-fno-math-errno",
+            "-fopenmp",
+            "-I",
+            str(VECMATH.parent),
+            str(src),
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
     worst = {line.split()[0]: float(line.split()[1]) for line in out if line and not line.startswith(("bad", "edge"))}
     assert out[-2] == "bad 0" or out[-1] == "bad 0", [line for line in out if line.startswith("edge")]
-    assert set(worst) == {"softplus", "softplus_beta", "tanh_softplus", "tanh_softplus_beta", "mish", "erf", "gelu",
-                          "sigmoid", "silu", "tanh", "gelu_tanh", "softplus_tail", "tanh_softplus_tail"}
+    assert set(worst) == {
+        "softplus",
+        "softplus_beta",
+        "tanh_softplus",
+        "tanh_softplus_beta",
+        "mish",
+        "erf",
+        "gelu",
+        "sigmoid",
+        "silu",
+        "tanh",
+        "gelu_tanh",
+        "softplus_tail",
+        "tanh_softplus_tail",
+    }
     too_far = {k: v for k, v in worst.items() if not v < 2e-6}
     assert not too_far, too_far
 

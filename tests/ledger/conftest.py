@@ -24,7 +24,10 @@ def assay_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60
     """Run the real `assay` command in a child process, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "assay", *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 

@@ -61,7 +61,9 @@ def test_readers_reject_bad_urls_too(cli, command):
 def test_unreachable_postgresql(cli):
     port = closed_port()
     res = cli("ledger", "init", "--url", f"postgresql+psycopg://assay:s3cret@127.0.0.1:{port}/assay")
-    err = assert_one_line_error(res, f"cannot reach PostgreSQL at 127.0.0.1:{port}", "Connection refused", "start the server")
+    err = assert_one_line_error(
+        res, f"cannot reach PostgreSQL at 127.0.0.1:{port}", "Connection refused", "start the server"
+    )
     assert "s3cret" not in err
 
 
@@ -69,11 +71,15 @@ def test_unreachable_postgresql(cli):
 def test_wrong_password_and_missing_database(cli, pg_url):
     url = sa.make_url(pg_url)
     wrong = url.set(password="wrong-password").render_as_string(hide_password=False)
-    err = assert_one_line_error(cli("ledger", "init", "--url", wrong), "refused the login", "check the user and password")
+    err = assert_one_line_error(
+        cli("ledger", "init", "--url", wrong), "refused the login", "check the user and password"
+    )
     assert "wrong-password" not in err and url.password not in err
 
     missing = url.set(database="no_such_db").render_as_string(hide_password=False)
-    assert_one_line_error(cli("ledger", "verify", "--url", missing), "has no database 'no_such_db'", "createdb no_such_db")
+    assert_one_line_error(
+        cli("ledger", "verify", "--url", missing), "has no database 'no_such_db'", "createdb no_such_db"
+    )
 
     # A reader pointed at an empty database says so and creates nothing there.
     assert_one_line_error(cli("ledger", "verify", "--url", pg_url), "no assay ledger in")
@@ -133,7 +139,12 @@ def test_init_then_info_and_help(cli, tmp_path):
     assert res.returncode == 0
     assert "rows: runs 0, steps 0, tool_calls 0, policy_decisions 0, verdicts 0" in res.stdout
     assert "append-only triggers: in place" in res.stdout
-    for args in (["ledger", "--help"], ["ledger", "init", "--help"], ["ledger", "verify", "--help"], ["ledger", "info", "--help"]):
+    for args in (
+        ["ledger", "--help"],
+        ["ledger", "init", "--help"],
+        ["ledger", "verify", "--help"],
+        ["ledger", "info", "--help"],
+    ):
         res = cli(*args)
         assert res.returncode == 0 and "Usage" in res.stdout, args
 

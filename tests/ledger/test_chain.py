@@ -108,24 +108,52 @@ def _swap(a: int, b: int) -> tuple[str, ...]:
 
 TAMPERS = {
     # name: (statements for a dialect, expected problem, expected row, words in the detail)
-    "payload changed": (lambda d: ["UPDATE verdicts SET payload = '{\"passed\": true}' WHERE id = 3"], "changed", 3, "contents"),
-    "signature changed": (lambda d: ["UPDATE verdicts SET signature = 'forged' WHERE id = 2"], "changed", 2, "contents"),
-    "run reassigned": (lambda d: ["UPDATE verdicts SET run_id = (SELECT run_id FROM verdicts WHERE id = 2) WHERE id = 1"], "changed", 1, "contents"),
+    "payload changed": (
+        lambda d: ["UPDATE verdicts SET payload = '{\"passed\": true}' WHERE id = 3"],
+        "changed",
+        3,
+        "contents",
+    ),
+    "signature changed": (
+        lambda d: ["UPDATE verdicts SET signature = 'forged' WHERE id = 2"],
+        "changed",
+        2,
+        "contents",
+    ),
+    "run reassigned": (
+        lambda d: ["UPDATE verdicts SET run_id = (SELECT run_id FROM verdicts WHERE id = 2) WHERE id = 1"],
+        "changed",
+        1,
+        "contents",
+    ),
     "timestamp moved": (lambda d: [_created_at_plus_a_second(d, 4)], "changed", 4, "contents"),
     "middle row deleted": (lambda d: ["DELETE FROM verdicts WHERE id = 3"], "gap", 4, "row 3 missing"),
     "first rows deleted": (lambda d: ["DELETE FROM verdicts WHERE id <= 2"], "gap", 3, "rows 1-2 missing"),
     "rows swapped": (lambda d: _swap(2, 3), "reordered", 2, "links to row 3, not to row 1"),
     "first row moved": (lambda d: _swap(1, 4), "reordered", 1, "links to row 3, but is first"),
     "deleted and renumbered": (
-        lambda d: ["DELETE FROM verdicts WHERE id = 2", "UPDATE verdicts SET id = id - 1 WHERE id = 3",
-                   "UPDATE verdicts SET id = id - 1 WHERE id = 4", "UPDATE verdicts SET id = id - 1 WHERE id = 5"],
-        "bad_link", 2, "row 1's row_hash",
+        lambda d: [
+            "DELETE FROM verdicts WHERE id = 2",
+            "UPDATE verdicts SET id = id - 1 WHERE id = 3",
+            "UPDATE verdicts SET id = id - 1 WHERE id = 4",
+            "UPDATE verdicts SET id = id - 1 WHERE id = 5",
+        ],
+        "bad_link",
+        2,
+        "row 1's row_hash",
     ),
     "forged row inserted": (
-        lambda d: ["UPDATE verdicts SET id = id + 10 WHERE id >= 3", "UPDATE verdicts SET id = id - 9 WHERE id >= 13",
-                   "INSERT INTO verdicts (id, run_id, key, created_at, payload, signature, prev_hash, row_hash) "
-                   "SELECT 3, run_id, 'forged', created_at, payload, signature, row_hash, '" + "a" * 64 + "' FROM verdicts WHERE id = 2"],
-        "changed", 3, "contents",
+        lambda d: [
+            "UPDATE verdicts SET id = id + 10 WHERE id >= 3",
+            "UPDATE verdicts SET id = id - 9 WHERE id >= 13",
+            "INSERT INTO verdicts (id, run_id, key, created_at, payload, signature, prev_hash, row_hash) "
+            "SELECT 3, run_id, 'forged', created_at, payload, signature, row_hash, '"
+            + "a" * 64
+            + "' FROM verdicts WHERE id = 2",
+        ],
+        "changed",
+        3,
+        "contents",
     ),
 }
 
@@ -158,7 +186,10 @@ def test_a_rewritten_row_with_a_recomputed_hash_breaks_the_next_link(chained, cl
     report = verify(url)
     assert (report.problem, report.row_id) == ("bad_link", 3)
     # The link catches it at the next row; the verifier's signature catches the row itself.
-    assert (verify(url, signature_check=check).problem, verify(url, signature_check=check).row_id) == ("bad_signature", 2)
+    assert (verify(url, signature_check=check).problem, verify(url, signature_check=check).row_id) == (
+        "bad_signature",
+        2,
+    )
     res = cli("ledger", "verify", "--hash-only", "--url", url, "--json")
     assert res.returncode == 1
     assert json.loads(res.stdout)["problem"] == "bad_link" and json.loads(res.stdout)["row_id"] == 3
@@ -196,8 +227,12 @@ def test_unreadable_values_are_reported_not_raised(tmp_path, cli):
         run = led.create_run(job="j", kind="kernel", brain="playbook")
         for i in range(3):
             led.append_verdict(run.id, {"i": i}, "s", key=str(i))
-    attack(ledger_url, "sqlite", "UPDATE verdicts SET payload = 'not json' WHERE id = 2",
-           "UPDATE verdicts SET created_at = 'yesterday' WHERE id = 3")
+    attack(
+        ledger_url,
+        "sqlite",
+        "UPDATE verdicts SET payload = 'not json' WHERE id = 2",
+        "UPDATE verdicts SET created_at = 'yesterday' WHERE id = 3",
+    )
     report = verify(ledger_url)
     assert (report.problem, report.row_id) == ("changed", 2)
     res = cli("ledger", "verify", "--hash-only", "--url", ledger_url)
@@ -240,7 +275,9 @@ def test_verify_checks_the_verifiers_signatures_by_default(ledger_url, cli, veri
         led.append_verdict(run.id, forged, "ed25519:" + signing.key_id(key.public_key()) + ":AAAA", key="verdict:b")
     res = cli("ledger", "verify", "--url", ledger_url, env=env)
     assert res.returncode == 1 and "row 2: bad signature" in res.stdout, res.stdout + res.stderr
-    assert cli("ledger", "verify", "--hash-only", "--url", ledger_url, env=env).returncode == 0  # hashes alone cannot tell
+    assert (
+        cli("ledger", "verify", "--hash-only", "--url", ledger_url, env=env).returncode == 0
+    )  # hashes alone cannot tell
     keyless = cli("ledger", "verify", "--url", ledger_url, env={"ASSAY_HOME": str(tmp_path)})
     assert keyless.returncode == 2 and "no verifier public key" in keyless.stderr and "--hash-only" in keyless.stderr
 

@@ -21,7 +21,9 @@ EVENT_TABLES = ("steps", "tool_calls", "policy_decisions", "verdicts")
 def writer(url: str, run_id: str, go: Path, keys: list[str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(WRITER), url, run_id, str(go), *keys],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -32,7 +34,7 @@ def test_concurrent_writers_keep_one_chain(ledger_url, tmp_path):
     # Without the chain lock, writers collide on the next id (checked by hand: about a third
     # of appends fail), so a clean exit from every writer is itself the test.
     keys = [f"k{i:02d}" for i in range(16)]
-    procs = [writer(ledger_url, "run-shared", go, keys[(w * 4) % 16:][:8] or keys[:8]) for w in range(4)]
+    procs = [writer(ledger_url, "run-shared", go, keys[(w * 4) % 16 :][:8] or keys[:8]) for w in range(4)]
     time.sleep(1.0)  # let every writer open the ledger and reach the gate
     go.touch()
     for p in procs:
@@ -43,7 +45,7 @@ def test_concurrent_writers_keep_one_chain(ledger_url, tmp_path):
         counts = led.counts()
         verdicts = led.verdicts()
         report = led.verify_chain()
-    written = sorted({k for w in range(4) for k in (keys[(w * 4) % 16:][:8] or keys[:8])})
+    written = sorted({k for w in range(4) for k in (keys[(w * 4) % 16 :][:8] or keys[:8])})
     assert report.ok, report.summary()
     assert sorted(v.key for v in verdicts) == written
     assert [v.id for v in verdicts] == list(range(1, len(written) + 1))

@@ -73,12 +73,23 @@ def test_events_are_recorded_once_per_key(ledger):
     run = ledger.create_run(job="j", kind="kernel", brain="playbook")
     t0 = utcnow()
     first = ledger.record_tool_call(
-        run.id, key="call-1", tool="build", arguments={"path": "k.cpp"}, decision="allow",
-        result="built ok", started_at=t0, finished_at=t0 + timedelta(milliseconds=250),
+        run.id,
+        key="call-1",
+        tool="build",
+        arguments={"path": "k.cpp"},
+        decision="allow",
+        result="built ok",
+        started_at=t0,
+        finished_at=t0 + timedelta(milliseconds=250),
     )
     # A resumed run repeats the call: same key, different timings and result.
     again = ledger.record_tool_call(
-        run.id, key="call-1", tool="build", arguments={"path": "k.cpp"}, decision="allow", result="other",
+        run.id,
+        key="call-1",
+        tool="build",
+        arguments={"path": "k.cpp"},
+        decision="allow",
+        result="other",
     )
     assert again.id == first.id and again.result_digest == first.result_digest
     assert first.result_digest == "sha256:" + hashlib.sha256(b"built ok").hexdigest()

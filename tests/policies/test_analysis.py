@@ -67,7 +67,9 @@ def test_path_witnesses_are_real_escapes(make_manifest, limits, pattern, witness
     witness = eval(f.detail.removeprefix("admits "))  # the repr of a str
     assert witness_check(witness), witness
     # The witness is genuinely outside, and enforcement would refuse it by name.
-    policy = CapabilityPolicy(make_manifest(f'role = "r"\n[tools.read_file]\ndefault = "allow"\npaths = ["{pattern}"]\n'))
+    policy = CapabilityPolicy(
+        make_manifest(f'role = "r"\n[tools.read_file]\ndefault = "allow"\npaths = ["{pattern}"]\n')
+    )
     assert policy.decide("read_file", {"path": witness}, now=0).rule == "read_file#path"
 
 

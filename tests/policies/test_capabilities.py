@@ -95,8 +95,16 @@ def test_deny_rule_carries_its_reason(policy):
 
 @pytest.mark.parametrize(
     "command",
-    [["curl", "http://x"], ["/usr/bin/python", "a.py"], ["./python", "a.py"], ["python3"], ["sh", "-c", "python"],
-     ["env", "python"], ["PYTHON"], ["python ", "a.py"]],
+    [
+        ["curl", "http://x"],
+        ["/usr/bin/python", "a.py"],
+        ["./python", "a.py"],
+        ["python3"],
+        ["sh", "-c", "python"],
+        ["env", "python"],
+        ["PYTHON"],
+        ["python ", "a.py"],
+    ],
 )
 def test_executables_outside_the_list_are_denied(policy, command):
     d = policy.decide("exec", {"command": command, "timeout_s": 5}, now=0)
@@ -183,7 +191,9 @@ def test_arguments_that_are_not_an_object_are_denied(policy):
 
 
 def test_effective_limits_only_tighten(make_manifest, limits):
-    m = make_manifest('role = "r"\n[tools.exec]\ndefault = "allow"\nmax_timeout_s = 5\nmax_output_bytes = 99999999999\n')
+    m = make_manifest(
+        'role = "r"\n[tools.exec]\ndefault = "allow"\nmax_timeout_s = 5\nmax_output_bytes = 99999999999\n'
+    )
     lim = CapabilityPolicy(m, limits=limits).effective_limits("exec")
     assert (lim.timeout_ms, lim.output_bytes) == (5000, limits.output_bytes)
     assert lim.deadline_ns(1_000) == 1_000 + 5000 * 1_000_000

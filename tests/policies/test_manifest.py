@@ -26,7 +26,9 @@ def test_shipped_manifest_lookup():
 
 
 def test_a_string_condition_reads_as_a_one_element_list(make_manifest):
-    m = make_manifest('role = "r"\n[tools.exec]\nexecutables = "python"\n[[tools.exec.rules]]\neffect = "allow"\npath = "src/**"\n')
+    m = make_manifest(
+        'role = "r"\n[tools.exec]\nexecutables = "python"\n[[tools.exec.rules]]\neffect = "allow"\npath = "src/**"\n'
+    )
     assert m.tools["exec"].executables == ["python"]
     assert m.tools["exec"].rules[0].path == ["src/**"]
     assert m.tools["exec"].default == "deny"  # secure default
@@ -38,7 +40,11 @@ def test_a_string_condition_reads_as_a_one_element_list(make_manifest):
         ('role = "r"\n[tools.exec]\nmax_timout_s = 3\n', "unknown field tools.exec.max_timout_s", "max_timeout_s"),
         ('role = "r"\n[[tools.exec.rules]]\neffect = "allw"\n', "tools.exec.rules[#1].effect", "one of the values"),
         ('role = "r"\n[tools.exec]\nmax_timeout_s = "60"\n', "tools.exec.max_timeout_s", "without quotes"),
-        ('role = "r"\n[tools.exec]\nexecutables = ["/usr/bin/python"]\n', "tools.exec.executables[0]", "bare program name"),
+        (
+            'role = "r"\n[tools.exec]\nexecutables = ["/usr/bin/python"]\n',
+            "tools.exec.executables[0]",
+            "bare program name",
+        ),
         ('role = "r"\n[tools.exec]\nexecutables = ["./python"]\n', "tools.exec.executables[0]", "bare program name"),
         ('role = "r"\n[tools.read_file]\npaths = ["src/[ab]*"]\n', "tools.read_file.paths[0]", "glob relative"),
         ('role = "r"\n[tools.read_file]\npaths = []\n', "tools.read_file.paths", "at least one"),
@@ -90,14 +96,42 @@ def test_fuzz_raw_bytes(data):
 
 
 _scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**64), max_value=2**64),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
     st.sampled_from(["allow", "deny", "approve", "**", "../x", "python", "/bin/sh", "src/*.py"]),
 )
 _keys = st.sampled_from(
-    ["role", "format", "tools", "exec", "read_file", "rules", "effect", "path", "paths", "executable",
-     "executables", "timeout_s", "min", "max", "max_timeout_s", "max_output_bytes", "rate", "per_minute",
-     "per_run", "default", "egress", "restore_placeholders", "name", "reason", "description", "x"]
+    [
+        "role",
+        "format",
+        "tools",
+        "exec",
+        "read_file",
+        "rules",
+        "effect",
+        "path",
+        "paths",
+        "executable",
+        "executables",
+        "timeout_s",
+        "min",
+        "max",
+        "max_timeout_s",
+        "max_output_bytes",
+        "rate",
+        "per_minute",
+        "per_run",
+        "default",
+        "egress",
+        "restore_placeholders",
+        "name",
+        "reason",
+        "description",
+        "x",
+    ]
 )
 _values = st.recursive(
     _scalars,

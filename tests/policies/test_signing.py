@@ -102,7 +102,7 @@ def test_signature_with_forged_key_id_is_refused(signed, tmp_path):
     body = json.loads(sig_path.read_text())
     trusted_id = body["key_id"]
     stranger = signing.Ed25519PrivateKey.generate()
-    tampered = GOOD + b"[tools.exec]\ndefault = \"allow\"\n"
+    tampered = GOOD + b'[tools.exec]\ndefault = "allow"\n'
     signed.write_bytes(tampered)
     import base64
 
@@ -128,10 +128,16 @@ def test_signature_without_context_prefix_is_refused(signed):
 
 @pytest.mark.parametrize(
     "content",
-    [b"", b"not json", b"[]", b'{"format": "other"}', b'{"format": "assay-manifest-signature/1"}',
-     b'{"format": "assay-manifest-signature/1", "key_id": "x", "signature": "!!!"}',
-     b'{"format": "assay-manifest-signature/1", "key_id": "x", "signature": "AAAA"}',
-     b"[" * 100_000],
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"format": "other"}',
+        b'{"format": "assay-manifest-signature/1"}',
+        b'{"format": "assay-manifest-signature/1", "key_id": "x", "signature": "!!!"}',
+        b'{"format": "assay-manifest-signature/1", "key_id": "x", "signature": "AAAA"}',
+        b"[" * 100_000,
+    ],
 )
 def test_malformed_signature_files_are_refused(signed, content):
     signing.signature_path(signed).write_bytes(content)
@@ -173,12 +179,16 @@ def test_malformed_manifest_is_refused_even_with_a_valid_signature(tmp_path):
     path = tmp_path / "role.toml"
     data = b'role = "x"\n[tools.exec]\nexecutables = ["/bin/sh"]\n'
     path.write_bytes(data)
-    signing.signature_path(path).write_text(json.dumps({
-        "format": signing.SIGNATURE_FORMAT,
-        "key_id": signing.key_id(key.public_key()),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "signature": base64.b64encode(key.sign(signing.CONTEXT + data)).decode(),
-    }))
+    signing.signature_path(path).write_text(
+        json.dumps(
+            {
+                "format": signing.SIGNATURE_FORMAT,
+                "key_id": signing.key_id(key.public_key()),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "signature": base64.b64encode(key.sign(signing.CONTEXT + data)).decode(),
+            }
+        )
+    )
     with pytest.raises(UserError, match="executables"):
         load_signed_manifest(path)
 

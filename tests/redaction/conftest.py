@@ -23,7 +23,11 @@ def canaries() -> dict[str, str]:
     header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').rstrip(b"=").decode()
     body = base64.urlsafe_b64encode(('{"sub":"' + rand(ALNUM, 12) + '","admin":true}').encode()).rstrip(b"=").decode()
     pem_body = rand(string.ascii_letters + string.digits + "+/", 64 * 12)
-    pem = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(pem_body[i : i + 64] for i in range(0, len(pem_body), 64)) + "\n-----END RSA PRIVATE KEY-----"
+    pem = (
+        "-----BEGIN RSA PRIVATE KEY-----\n"
+        + "\n".join(pem_body[i : i + 64] for i in range(0, len(pem_body), 64))
+        + "\n-----END RSA PRIVATE KEY-----"
+    )
     return {
         "aws": "AKIA" + rand(string.ascii_uppercase + "234567", 16),
         "github": "ghp_" + rand(ALNUM, 36),

@@ -91,7 +91,19 @@ def test_registered_canary_never_survives_any_encoding(redactor, canary, kind):
         assert PLACEHOLDER_RE.search(out.encode()), f"{kind} in form {name} left no placeholder"
 
 
-ESCAPED = ("json", "json-utf8", "json-go", "json-php", "json-in-json", "html", "html-numeric", "bytes-repr", "ascii", "git-quoted", "re-escape")
+ESCAPED = (
+    "json",
+    "json-utf8",
+    "json-go",
+    "json-php",
+    "json-in-json",
+    "html",
+    "html-numeric",
+    "bytes-repr",
+    "ascii",
+    "git-quoted",
+    "re-escape",
+)
 
 
 @pytest.mark.parametrize("kind", ["escapable", "password", "jwt", "pem"])

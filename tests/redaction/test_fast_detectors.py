@@ -28,7 +28,21 @@ def _findings(found) -> list[tuple[int, int, str]]:
 _text = st.lists(
     st.one_of(
         st.text(alphabet=string.ascii_letters + string.digits + " _-./:=@+%\n\t\"'[]{}", max_size=40),
-        st.sampled_from(["api_key = ", "password: ", "AKIA", "ghp_", "eyJ", "-----BEGIN RSA PRIVATE KEY-----\n", "@example.com", "4111 1111 1111 1111", "192.0.2.", "::", "sha256:"]),
+        st.sampled_from(
+            [
+                "api_key = ",
+                "password: ",
+                "AKIA",
+                "ghp_",
+                "eyJ",
+                "-----BEGIN RSA PRIVATE KEY-----\n",
+                "@example.com",
+                "4111 1111 1111 1111",
+                "192.0.2.",
+                "::",
+                "sha256:",
+            ]
+        ),
         st.text(alphabet=string.ascii_letters + string.digits + "+/", min_size=16, max_size=60),
     ),
     max_size=12,
@@ -180,7 +194,14 @@ def test_pii_kind_guard_agrees_with_asking_every_kind(text):
     data = text.encode()
     for spans in re2util.match_spans(_pii._PATTERN, data):
         s, e = spans[0]
-        full = next((kind for kind, regex in _pii._ALONE if regex._regexp.Match(_pii._ANCHOR_START, data, s, len(data))[0] == (s, e)), None)
+        full = next(
+            (
+                kind
+                for kind, regex in _pii._ALONE
+                if regex._regexp.Match(_pii._ANCHOR_START, data, s, len(data))[0] == (s, e)
+            ),
+            None,
+        )
         assert _pii._kind_of(data, s, e) == full
 
 
@@ -189,10 +210,29 @@ _pii_pieces = st.lists(
         st.text(alphabet=string.digits + string.ascii_letters[:8] + "ABDEGN +-.:()@%", max_size=40),
         st.sampled_from(
             [
-                "alice@example.com", "GB82 WEST 1234 5698 7654 32", "GB82WEST12345698765432", "DE89370400440532013000",
-                "XX12345678901234567", "4111 1111 1111 1111", "4111-1111-1111-1111", "4111 1111-1111 1111", "5555555555554444",
-                "4444444444444444", "192.0.2.7", "127.0.0.1", "0.0.0.0", "2001:db8::1", "::1", "::", "fe80::1%eth0",
-                "+44 20 7946 0958", "(555) 123-4567", "555-123-4567", " ", "\n", "é",
+                "alice@example.com",
+                "GB82 WEST 1234 5698 7654 32",
+                "GB82WEST12345698765432",
+                "DE89370400440532013000",
+                "XX12345678901234567",
+                "4111 1111 1111 1111",
+                "4111-1111-1111-1111",
+                "4111 1111-1111 1111",
+                "5555555555554444",
+                "4444444444444444",
+                "192.0.2.7",
+                "127.0.0.1",
+                "0.0.0.0",
+                "2001:db8::1",
+                "::1",
+                "::",
+                "fe80::1%eth0",
+                "+44 20 7946 0958",
+                "(555) 123-4567",
+                "555-123-4567",
+                " ",
+                "\n",
+                "é",
             ]
         ),
     ),
@@ -266,7 +306,17 @@ _KIND = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
 @_SETTINGS
-@given(first=_text, pieces=st.lists(st.one_of(_text, st.sampled_from(["[", "[[", "[[[", "]]", "[[SECRET:x:1]]", "\n", "hunter2-Sup3r-s3cret"]), st.integers(0, 5)), max_size=10))
+@given(
+    first=_text,
+    pieces=st.lists(
+        st.one_of(
+            _text,
+            st.sampled_from(["[", "[[", "[[[", "]]", "[[SECRET:x:1]]", "\n", "hunter2-Sup3r-s3cret"]),
+            st.integers(0, 5),
+        ),
+        max_size=10,
+    ),
+)
 def test_rescan_knowing_its_placeholders_finds_what_searching_for_them_finds(first, pieces):
     from assay.policies.redaction import redactor as redaction
     from assay.policies.redaction.vault import PLACEHOLDER_RE

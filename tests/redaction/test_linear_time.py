@@ -28,7 +28,7 @@ CASES = {
     "curl-headers": lambda n: "curl " + " -H 'x'" * (n // 7),
     "k8s-secret-yaml": lambda n: "kind: secret\n" + "data:\n" * (n // 6),
     "jwt-almost": lambda n: "eyJ" + "a" * n + ".ey",
-    "base64-run": lambda n: ("Zx8kQ2mN7pL4vB9c" * (n // 16)),
+    "base64-run": lambda n: "Zx8kQ2mN7pL4vB9c" * (n // 16),
     "digits-and-dashes": lambda n: "4-" * (n // 2),
     "dotted-numbers": lambda n: "1." * (n // 2),
     "colons": lambda n: ":" * n,

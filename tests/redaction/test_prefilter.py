@@ -25,7 +25,9 @@ from assay.policies.redaction.secret_rules import load_rules
 
 RULES = default_rules()
 NATIVE = re2bulk.library() is not None and RULES.native() is not None
-_SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+_SETTINGS = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 
 
 def _findings(found) -> list[tuple[int, int, str]]:
@@ -62,7 +64,31 @@ _piece = st.one_of(
     st.sampled_from(_LITERALS),
     st.sampled_from(_KEYWORDS),
     st.sampled_from(_LITERALS).map(str.upper),
-    st.sampled_from([" = ", ": ", '="', '"', "'", "\n", "\r\n", "\\n", " ", "\t", ",", ";", "=>", "-----BEGIN RSA PRIVATE KEY-----\n", "-----END RSA PRIVATE KEY-----", "kind: Secret\n", "data:\n  ", "curl -H 'Authorization: Bearer ", "\u212a", "\u017f", "é"]),
+    st.sampled_from(
+        [
+            " = ",
+            ": ",
+            '="',
+            '"',
+            "'",
+            "\n",
+            "\r\n",
+            "\\n",
+            " ",
+            "\t",
+            ",",
+            ";",
+            "=>",
+            "-----BEGIN RSA PRIVATE KEY-----\n",
+            "-----END RSA PRIVATE KEY-----",
+            "kind: Secret\n",
+            "data:\n  ",
+            "curl -H 'Authorization: Bearer ",
+            "\u212a",
+            "\u017f",
+            "é",
+        ]
+    ),
     st.text(alphabet=string.ascii_letters + string.digits, min_size=8, max_size=48),
     st.text(alphabet=string.ascii_letters + string.digits + "+/=_-.", min_size=1, max_size=24),
     st.text(alphabet=string.hexdigits, min_size=16, max_size=70),
@@ -124,13 +150,27 @@ def test_strings_each_rule_matches_are_found_alike(data, before, after, newline)
         b"kind: secret\ndata:\n  password: c2VjcmV0cGFzc3dvcmQxMjM=\n",
         "\u212aey = 'Zq8Wn4Lk2Jh6Gf1Ds5Ap9Om3Iu7Ye2'".encode(),  # Kelvin sign: (?i)k matches it
         # open-ended rules, searched from each hit to the end: BEGINs without an END, then keys
-        b"-----BEGIN PRIVATE KEY-----\n" * 300 + (b"-----BEGIN EC PRIVATE KEY-----\n" + b"MHcCAQEEIBk" * 12 + b"\n-----END EC PRIVATE KEY-----\n") * 3,
-        b"curl -u admin:hunter2hunter2 https://x\n" + b"curl -H 'Authorization: Bearer abcdefgh12345678' https://y\n" * 40,
+        b"-----BEGIN PRIVATE KEY-----\n" * 300
+        + (b"-----BEGIN EC PRIVATE KEY-----\n" + b"MHcCAQEEIBk" * 12 + b"\n-----END EC PRIVATE KEY-----\n") * 3,
+        b"curl -u admin:hunter2hunter2 https://x\n"
+        + b"curl -H 'Authorization: Bearer abcdefgh12345678' https://y\n" * 40,
         # "glrt-t" is left out at its 67th hit, which also starts a "glrt-" token: the search
         # must go on from that hit for the shorter literal, not from the byte after it
         b"glrt-tX " * 66 + b"glrt-tA1b2C3d4E5f6G7h8I9j ",
     ],
-    ids=["one-literal", "short-literal", "keyword-without-literal", "many-hits", "long-line", "generic-lines", "k8s", "kelvin", "pem", "curl", "crowded-at-a-prefix"],
+    ids=[
+        "one-literal",
+        "short-literal",
+        "keyword-without-literal",
+        "many-hits",
+        "long-line",
+        "generic-lines",
+        "k8s",
+        "kelvin",
+        "pem",
+        "curl",
+        "crowded-at-a-prefix",
+    ],
 )
 def test_hostile_shapes_give_the_same_findings(text):
     _same(text)
@@ -183,7 +223,11 @@ def test_kubernetes_secret_needs_all_three_words():
 
 
 @_SETTINGS
-@given(text=st.text(alphabet="ab\n", max_size=300), points=st.lists(st.integers(0, 300), max_size=20), lines=st.integers(0, 2))
+@given(
+    text=st.text(alphabet="ab\n", max_size=300),
+    points=st.lists(st.integers(0, 300), max_size=20),
+    lines=st.integers(0, 2),
+)
 def test_line_index_agrees_with_searching_each_time(text, points, lines):
     data = text.encode()
     n = len(data)
@@ -217,7 +261,10 @@ _TOKEN = "Zq8Wn4Lk2Jh6Gf1Ds5Ap9Om3Iu7Ye2"
     "allowed, plain",
     [
         # line: a Docker secret mount (the line allowlist), twice on one line
-        (f"RUN --mount=type=secret,id=x api_key={_TOKEN} token={_TOKEN}x\n", f"RUN --mount id=x api_key={_TOKEN} token={_TOKEN}x\n"),
+        (
+            f"RUN --mount=type=secret,id=x api_key={_TOKEN} token={_TOKEN}x\n",
+            f"RUN --mount id=x api_key={_TOKEN} token={_TOKEN}x\n",
+        ),
         # match: a public key is not a secret
         (f"public_key = {_TOKEN}\n", f"private_key = {_TOKEN}\n"),
         # secret: gitleaks' global (?i)^true|false|null$ reads as "holds false"
@@ -257,7 +304,9 @@ regexes = ['''^b''']
 """
 _CORE_SET = load_rules(_CORE_RULES)
 _core_piece = st.one_of(
-    st.sampled_from(["token", "key", "TOKEN", "secret", "pass", "=", " = ", ":", ": ", ";", "\n", " ", "_", ".", "-", "x"]),
+    st.sampled_from(
+        ["token", "key", "TOKEN", "secret", "pass", "=", " = ", ":", ": ", ";", "\n", " ", "_", ".", "-", "x"]
+    ),
     st.text(alphabet="abcz0129_.-", min_size=1, max_size=14),
     st.text(alphabet="abz09_.-", min_size=10, max_size=30),  # prefixes longer than the rules allow
 )
@@ -278,7 +327,11 @@ def test_rules_found_through_their_core_match_as_the_rule_does(text):
 
 @pytest.mark.parametrize("run", range(0, 20))
 def test_core_rules_where_the_class_run_before_the_keyword_is_long(run):
-    for text in (f"b{'a' * run}token = abc12345;\n", f"x b{'a.' * run}secret: abcd1234efgh\n", f"b{'a' * run}pass:\n\nabcdefgh12\n"):
+    for text in (
+        f"b{'a' * run}token = abc12345;\n",
+        f"x b{'a.' * run}secret: abcd1234efgh\n",
+        f"b{'a' * run}pass:\n\nabcdefgh12\n",
+    ):
         data = text.encode()
         assert _findings(_CORE_SET.scan(data)) == _findings(_CORE_SET.scan_whole(data))
 

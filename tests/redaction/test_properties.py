@@ -15,11 +15,29 @@ from assay.policies.redaction import Redactor, default_rules
 # Text that looks like tool output: words, numbers, punctuation, newlines, token-ish runs.
 _pieces = st.one_of(
     st.text(alphabet=string.ascii_letters + string.digits + " _-./:=@+%\n\t\"'[]{}", max_size=40),
-    st.sampled_from(["api_key = ", "password: ", "AKIA", "ghp_", "eyJ", "-----BEGIN RSA PRIVATE KEY-----\n", "[[SECRET:x:1]]", "[[", "]]", "@example.com", "4111 1111 1111 1111", "192.0.2.", "::"]),
+    st.sampled_from(
+        [
+            "api_key = ",
+            "password: ",
+            "AKIA",
+            "ghp_",
+            "eyJ",
+            "-----BEGIN RSA PRIVATE KEY-----\n",
+            "[[SECRET:x:1]]",
+            "[[",
+            "]]",
+            "@example.com",
+            "4111 1111 1111 1111",
+            "192.0.2.",
+            "::",
+        ]
+    ),
     st.text(alphabet=string.ascii_letters + string.digits + "+/", min_size=16, max_size=60),
 )
 tool_output = st.lists(_pieces, max_size=12).map("".join)
-secrets = st.text(alphabet=string.ascii_letters + string.digits + "!#$%&*+-./:;<=>?@^_~", min_size=8, max_size=40).filter(lambda s: len(set(s)) > 3)
+secrets = st.text(
+    alphabet=string.ascii_letters + string.digits + "!#$%&*+-./:;<=>?@^_~", min_size=8, max_size=40
+).filter(lambda s: len(set(s)) > 3)
 
 ENCODERS = {
     "plain": lambda s: s,

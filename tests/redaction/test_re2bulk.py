@@ -33,7 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def _library(need, monkeypatch):
-    need(re2bulk.library() is not None, f"re2bulk is not built ({re2bulk.unavailable()}): `make install` installs libre2-dev and builds it")
+    need(
+        re2bulk.library() is not None,
+        f"re2bulk is not built ({re2bulk.unavailable()}): `make install` installs libre2-dev and builds it",
+    )
     monkeypatch.setattr(re2bulk, "cores", lambda: 2)  # the worker is used on any machine here
 
 
@@ -46,7 +49,9 @@ def test_with_one_cpu_nothing_runs_on_a_worker(monkeypatch, corpus):
 
 
 def _corpus():
-    spec = importlib.util.spec_from_file_location("assay_bench_redaction_corpus", ROOT / "bench" / "redaction_corpus.py")
+    spec = importlib.util.spec_from_file_location(
+        "assay_bench_redaction_corpus", ROOT / "bench" / "redaction_corpus.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # its dataclasses look their module up there
     try:
@@ -81,7 +86,19 @@ def _live(regex, data: bytes) -> list[int]:
     return [x for spans in re2util.match_spans(regex, data) for x in spans[0]]
 
 
-_WORDS = ["api_key = ", "token: ", "AKIA", "ghp_", "-----BEGIN RSA PRIVATE KEY-----\n", "@example.com", "4111 1111 1111 1111", "192.0.2.7", "::1", "sha256:", "\u00e9"]
+_WORDS = [
+    "api_key = ",
+    "token: ",
+    "AKIA",
+    "ghp_",
+    "-----BEGIN RSA PRIVATE KEY-----\n",
+    "@example.com",
+    "4111 1111 1111 1111",
+    "192.0.2.7",
+    "::1",
+    "sha256:",
+    "\u00e9",
+]
 
 
 def _texts(words: list[str]):
@@ -215,7 +232,13 @@ def test_python_only_takes_no_native_path(corpus, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a native path ran inside python_only()")
 
-    for cls, name in [(re2native.Located, "scan"), (re2native.Located, "walk"), (re2native.Entropy, "find"), (re2native.Pii, "find"), (re2bulk, "prefetch")]:
+    for cls, name in [
+        (re2native.Located, "scan"),
+        (re2native.Located, "walk"),
+        (re2native.Entropy, "find"),
+        (re2native.Pii, "find"),
+        (re2bulk, "prefetch"),
+    ]:
         monkeypatch.setattr(cls, name, refuse)
     with re2bulk.python_only():
         assert "[[SECRET:" in _redactor(corpus.known_values).redact(corpus.text[:200_000])
@@ -224,6 +247,7 @@ def test_python_only_takes_no_native_path(corpus, monkeypatch):
 def test_any_length_sends_short_texts_to_the_library(monkeypatch):
     # The switch the property tests use to hold short generated texts to the Python twin.
     ran = []
+
     def spy(real, name):
         return lambda self, *args: ran.append(name) or real(self, *args)
 
@@ -308,7 +332,13 @@ def test_short_texts_never_load_the_library(tmp_path):
         "assert '[[' in r.redact('pw hunter2-canary-value api_key = a1B2c3D4e5F6g7H8i9J0 x@example.com')\n"
         "print(re2bulk.library.cache_info().currsize)\n"
     )
-    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"
     assert not (tmp_path / "assay").exists()
@@ -325,7 +355,9 @@ def test_switched_off_it_says_why_and_redaction_still_works(corpus):
     )
     text = corpus.text[:200_000]
     env = {**os.environ, re2bulk.ENV: "0"}
-    out = subprocess.run([sys.executable, "-P", "-c", code], input=text, capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", code], input=text, capture_output=True, text=True, timeout=120, env=env
+    )
     assert out.returncode == 0, out.stderr
     why, count = out.stdout.split("\n")[:2]
     assert why == f"switched off ({re2bulk.ENV})"

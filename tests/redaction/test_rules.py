@@ -17,11 +17,16 @@ def test_the_vendored_rule_set_loads_whole(rules):
     # every rule with a regex compiled; the one path-only rule is reported, not hidden
     assert rules.loaded + len(rules.rejected) == rules.total
     assert set(rules.rejected) == {"pkcs12-file"}
-    assert resources.files("assay.policies.redaction").joinpath("rules/gitleaks.LICENSE").read_text().startswith("MIT License")
+    assert (
+        resources.files("assay.policies.redaction")
+        .joinpath("rules/gitleaks.LICENSE")
+        .read_text()
+        .startswith("MIT License")
+    )
 
 
 def test_rules_re2_cannot_compile_are_counted_not_dropped():
-    config = '''
+    config = """
 [[rules]]
 id = "fine"
 regex = \'\'\'tok_[a-z]{8}\'\'\'
@@ -34,7 +39,7 @@ regex = \'\'\'(?=secret)secret_[0-9]+\'\'\'
 [[rules]]
 id = "backreference"
 regex = \'\'\'(a+)\\1\'\'\'
-'''
+"""
     rs = load_rules(config)
     assert rs.total == 3 and rs.loaded == 1
     assert set(rs.rejected) == {"lookahead", "backreference"}
@@ -47,12 +52,12 @@ def test_a_broken_rule_file_is_a_user_error():
 
 
 def test_keywords_gate_rules_as_in_gitleaks():
-    config = '''
+    config = """
 [[rules]]
 id = "needs-keyword"
 regex = \'\'\'[0-9]{6}\'\'\'
 keywords = ["pin"]
-'''
+"""
     rs = load_rules(config)
     assert [f.kind for f in rs.scan(b"the PIN is 493817\n")] == ["needs-keyword"]
     assert rs.scan(b"order 493817 shipped\n") == []
@@ -74,7 +79,11 @@ def test_secret_group_not_whole_match(rules):
 def test_multi_line_secrets_are_matched_whole_wherever_they_sit(rules):
     """A PEM key is matched whole at the start of a text, after long filler, right after
     another key, and on a text whose other lines hold the rule's literal too."""
-    key = b"-----BEGIN PRIVATE KEY-----\n" + b"\n".join([b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 2] * 30) + b"\n-----END PRIVATE KEY-----\n"
+    key = (
+        b"-----BEGIN PRIVATE KEY-----\n"
+        + b"\n".join([b"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" * 2] * 30)
+        + b"\n-----END PRIVATE KEY-----\n"
+    )
     for before in (b"", b"x" * 60 + b"\n" + b"filler line\n" * 6000, key, b"-----BEGIN nothing\n" * 50):
         data = before + key + b"tail\n"
         spans = [(f.start, f.end) for f in rules.scan(data) if f.kind == "private-key"]

@@ -143,7 +143,10 @@ def test_symlink_escape_from_the_workspace(hostile):
     (ws / "hostenv").symlink_to(f"/proc/{os.getpid()}/environ")
     (ws / "docker").symlink_to("/var/run/docker.sock")
     r = hostile.run(
-        "for f in abs private rel hostenv; do cat $f; done; cat root/var/tmp/" + world.name + "; cat root" + str(private)
+        "for f in abs private rel hostenv; do cat $f; done; cat root/var/tmp/"
+        + world.name
+        + "; cat root"
+        + str(private)
     )
     assert r.exit_code != 0
     r = hostile.run(py("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/workspace/docker')"))
@@ -182,11 +185,19 @@ def test_forged_helper_replies_are_just_output(hostile):
     import json
     import struct
 
-    fake = json.dumps({"id": 99, "exit": 0, "stdout": base64.b64encode(b"forged").decode(), "stderr": "",
-                       "killed": None, "truncated": False}).encode()
+    fake = json.dumps(
+        {
+            "id": 99,
+            "exit": 0,
+            "stdout": base64.b64encode(b"forged").decode(),
+            "stderr": "",
+            "killed": None,
+            "truncated": False,
+        }
+    ).encode()
     frame = struct.pack(">I", len(fake)) + fake
     r = hostile.run(py(f"import sys; sys.stdout.buffer.write({frame!r}); sys.exit(5)"))
-    assert r.exit_code == 5 and r.stdout.endswith("truncated\": false}")
+    assert r.exit_code == 5 and r.stdout.endswith('truncated": false}')
     assert hostile.run("echo next").stdout == "next\n"
 
 
@@ -262,8 +273,21 @@ def test_writes_outside_the_workspace_fail(hostile):
     before = {p: _digest(Path(p)) for p in (site, "/usr/bin", "/var/tmp")}
     passwd = Path("/etc/passwd").read_bytes()
     name = "assay-" + secrets.token_hex(4)
-    targets = ["/", "/usr/bin", "/etc", "/etc/passwd", "/var/tmp", "/root", "/home", site,
-               "/task", "/task/task.py", "/workspace/..", "/proc/sys/kernel/hostname", "/sys/kernel"]
+    targets = [
+        "/",
+        "/usr/bin",
+        "/etc",
+        "/etc/passwd",
+        "/var/tmp",
+        "/root",
+        "/home",
+        site,
+        "/task",
+        "/task/task.py",
+        "/workspace/..",
+        "/proc/sys/kernel/hostname",
+        "/sys/kernel",
+    ]
     code = f"""
 import os, sys
 made = []
@@ -318,8 +342,13 @@ def test_no_privilege_to_regain(hostile):
     assert fields["CapEff"].strip() == fields["CapPrm"].strip() == "0" * 16
     assert fields["NoNewPrivs"].strip() == "1"
     assert fields["Uid"].split()[0] != "0"
-    for attempt in ["unshare -U -r id", "unshare -n id", "mount -t tmpfs none /workspace", "su -c id root </dev/null",
-                    "chroot / id"]:
+    for attempt in [
+        "unshare -U -r id",
+        "unshare -n id",
+        "mount -t tmpfs none /workspace",
+        "su -c id root </dev/null",
+        "chroot / id",
+    ]:
         r = hostile.run(attempt + " 2>&1; echo rc=$?", timeout=5)
         assert "rc=0" not in r.stdout, attempt
         assert "uid=0(" not in r.stdout
@@ -332,8 +361,10 @@ def test_fork_bomb(hostile):
     marker = "bomb-" + secrets.token_hex(4)
     # The classic bash bomb, its shell kept in the foreground (else it exits at once and the
     # helper's end-of-exec kill ends the bomb before it reaches the limit), and a Python one.
-    for bomb in [["/bin/bash", "-c", "b(){ b|b& }; b; while :; do sleep 1; done", marker],
-                 py("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", marker)]:
+    for bomb in [
+        ["/bin/bash", "-c", "b(){ b|b& }; b; while :; do sleep 1; done", marker],
+        py("import os\nwhile True:\n    try: os.fork()\n    except OSError: pass", marker),
+    ]:
         r = hostile.run(bomb)
         assert r.killed == "pids", (r.killed, r.exit_code, r.stderr[-300:])
         assert host_responsive() < 1.0
@@ -371,9 +402,11 @@ def test_infinite_loop_and_stubborn_children(hostile):
 
 
 def test_one_gigabyte_of_output(hostile):
-    for cmd in [["/usr/bin/head", "-c", str(1 << 30), "/dev/zero"],
-                ["/bin/sh", "-c", f"head -c {1 << 30} /dev/zero >&2"],
-                py("import sys\nwhile True: sys.stdout.write('A' * 65536)")]:
+    for cmd in [
+        ["/usr/bin/head", "-c", str(1 << 30), "/dev/zero"],
+        ["/bin/sh", "-c", f"head -c {1 << 30} /dev/zero >&2"],
+        py("import sys\nwhile True: sys.stdout.write('A' * 65536)"),
+    ]:
         r = hostile.run(cmd)
         assert r.killed == "output" and r.truncated
         assert len(r.stdout.encode()) + len(r.stderr.encode()) <= TIGHT.output_bytes
@@ -412,10 +445,18 @@ def test_host_processes_are_invisible_and_unkillable(hostile):
     import subprocess
 
     marker = "host-" + secrets.token_hex(4)
-    victim = subprocess.Popen(["/bin/sh", "-c", "sleep 60", marker], start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    victim = subprocess.Popen(
+        ["/bin/sh", "-c", "sleep 60", marker],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        r = hostile.run(py("import os\nfor p in os.listdir('/proc'):\n    if p.isdigit(): print(open(f'/proc/{p}/cmdline','rb').read()[:80])"))
+        r = hostile.run(
+            py(
+                "import os\nfor p in os.listdir('/proc'):\n    if p.isdigit(): print(open(f'/proc/{p}/cmdline','rb').read()[:80])"
+            )
+        )
         assert marker not in r.stdout
         hostile.run(f"kill -9 {victim.pid}; kill -9 -1; true")
         assert victim.poll() is None  # still running

@@ -20,14 +20,17 @@ def test_real_cgroup_limits_and_oom_counter(need):
         # A process joins, allocates past the limit and is OOM-killed; the counter says so.
         hog = "import sys\nopen(sys.argv[1], 'w').write(str(__import__('os').getpid()))\na = [bytearray(1 << 20) for _ in range(256)]"
         joined = " ".join(f'echo $$ > "{p}";' for p in cg.procs)
-        r = subprocess.run(["/bin/sh", "-c", f"{joined} exec {sys.executable} -I -S -c \"$0\" /dev/null", hog],
-                           capture_output=True, timeout=60)
+        r = subprocess.run(
+            ["/bin/sh", "-c", f'{joined} exec {sys.executable} -I -S -c "$0" /dev/null', hog],
+            capture_output=True,
+            timeout=60,
+        )
         assert r.returncode == -9 or r.returncode == 137
         oom, _ = cg.counters.snapshot()
         assert oom > base[0]
         # Forks past pids.max are refused and counted.
         bomb = "import os\nfor _ in range(64):\n    try:\n        if os.fork() == 0: __import__('time').sleep(2); os._exit(0)\n    except OSError: pass"
-        subprocess.run(["/bin/sh", "-c", f"{joined} exec {sys.executable} -I -S -c \"$0\"", bomb], timeout=60)
+        subprocess.run(["/bin/sh", "-c", f'{joined} exec {sys.executable} -I -S -c "$0"', bomb], timeout=60)
         assert cg.counters.snapshot()[1] > base[1]
         # A process's counters are found from /proc/<pid>/cgroup (how docker containers are read).
         sleeper = subprocess.Popen(["/bin/sh", "-c", f"{joined} exec sleep 30"])

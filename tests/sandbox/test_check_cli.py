@@ -52,7 +52,10 @@ def test_cli_check_all_exits_0(need):
     need(all(ok for ok, _ in avail.values()), f"both backends needed: {avail}")
     r = subprocess.run(
         [sys.executable, "-m", "assay", "sandbox", "check", "--backend", "all"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "self-test: docker" in r.stdout and "self-test: bwrap" in r.stdout
@@ -75,7 +78,9 @@ def test_prune_removes_orphans_only(need, tmp_path):
         if kind:
             cg = cgroups.Cgroup.create(64, 16, 1.0)
             stale = cg.dirs  # empty, owner gone: what a killed assay process leaves
-        r = subprocess.run([sys.executable, "-m", "assay", "sandbox", "prune"], capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "assay", "sandbox", "prune"], capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0, r.stderr
         ids = {c["Id"] for c in api.containers(all=True)}
         assert dead not in ids and alive in ids

@@ -158,7 +158,7 @@ def test_close_is_final(make_sandbox):
 
 def test_compiler_and_venv_usable_read_only(sandbox):
     """The kernel job's needs: g++ from /usr writes into the workspace; the venv's Python runs."""
-    src = "#include <cstdio>\nint main(){ std::printf(\"%d\\n\", 6*7); }\n"
+    src = '#include <cstdio>\nint main(){ std::printf("%d\\n", 6*7); }\n'
     r = sandbox.exec("cat > k.cpp && g++ -O2 -o k k.cpp && ./k", stdin=src, timeout=60)
     assert r.stdout == "42\n", r.stderr
     r = sandbox.exec(py("import sys, sysconfig; print(sys.prefix); print(sysconfig.get_paths()['purelib'])"))

@@ -14,7 +14,14 @@ CAP = 1024
 
 
 def reply(**over):
-    obj = {"id": 7, "exit": 0, "stdout": base64.b64encode(b"out").decode(), "stderr": "", "killed": None, "truncated": False}
+    obj = {
+        "id": 7,
+        "exit": 0,
+        "stdout": base64.b64encode(b"out").decode(),
+        "stderr": "",
+        "killed": None,
+        "truncated": False,
+    }
     obj.update(over)
     return obj
 

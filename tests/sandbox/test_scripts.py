@@ -70,8 +70,11 @@ def test_ensure_docker_installs_when_missing(stub_path, tmp_path):
 
 
 def test_ensure_docker_is_silent_when_a_daemon_answers(need):
-    need(shutil.which("docker") is not None and subprocess.run(["docker", "version"], capture_output=True).returncode == 0,
-         "no docker daemon answers")
+    need(
+        shutil.which("docker") is not None
+        and subprocess.run(["docker", "version"], capture_output=True).returncode == 0,
+        "no docker daemon answers",
+    )
     r = subprocess.run([str(SCRIPTS / "ensure-docker.sh")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == r.stderr == ""
 
@@ -79,8 +82,12 @@ def test_ensure_docker_is_silent_when_a_daemon_answers(need):
 @pytest.mark.skipif(os.getuid() != 0, reason="the stubbed paths assume root (no sudo prompt)")
 def test_ensure_bwrap_installs_when_missing(stub_path, tmp_path):
     log = tmp_path / "apt.log"
-    _stub(stub_path, "apt-get", f'echo "$@" >> "{log}"\ncase "$*" in *install*) '
-          f"printf '#!/bin/sh\\n' > {stub_path}/bwrap; chmod +x {stub_path}/bwrap;; esac")
+    _stub(
+        stub_path,
+        "apt-get",
+        f'echo "$@" >> "{log}"\ncase "$*" in *install*) '
+        f"printf '#!/bin/sh\\n' > {stub_path}/bwrap; chmod +x {stub_path}/bwrap;; esac",
+    )
     r = _run("ensure-bwrap.sh", stub_path, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "install -y -qq bubblewrap" in log.read_text()

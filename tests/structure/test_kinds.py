@@ -99,11 +99,25 @@ def test_no_shared_module_names_a_kind():
     only in the kernel kind's own files (and in the registries' rows)."""
     import subprocess
 
-    out = subprocess.run(["git", "grep", "-n", "-I", r"kernel-agent\|kernel-default\|speedup_vs_eager", "--", "."],
-                         cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "grep", "-n", "-I", r"kernel-agent\|kernel-default\|speedup_vs_eager", "--", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if out.returncode not in (0, 1):
         pytest.skip(f"git grep is not available here ({out.stderr.strip()[:200]})")
-    own = ("agents/kernel/", "tools/kernel.py", "verifiers/kernel/", "kernels/", "examples/kernel/",
-           "policies/manifests/kernel-agent.toml", "verifiers/criteria/kernel-", "bench/", "tests/", "README.md")
+    own = (
+        "agents/kernel/",
+        "tools/kernel.py",
+        "verifiers/kernel/",
+        "kernels/",
+        "examples/kernel/",
+        "policies/manifests/kernel-agent.toml",
+        "verifiers/criteria/kernel-",
+        "bench/",
+        "tests/",
+        "README.md",
+    )
     shared = [line for line in out.stdout.splitlines() if not line.startswith(own)]
     assert shared == []

@@ -64,14 +64,21 @@ def test_room_imports_only_what_its_walls_allow(room):
 
 
 # Each room's kind registry: the rows it imports by name when a job of that kind runs.
-REGISTRIES = {"agents": ROOT / "agents" / "kinds.py", "tools": ROOT / "tools" / "kinds.py",
-              "verifiers": ROOT / "verifiers" / "kinds.py"}
+REGISTRIES = {
+    "agents": ROOT / "agents" / "kinds.py",
+    "tools": ROOT / "tools" / "kinds.py",
+    "verifiers": ROOT / "verifiers" / "kinds.py",
+}
 
 
 def _registry_rows(path: Path) -> dict[str, str]:
     tree = ast.parse(path.read_text())
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        )
         if isinstance(target, ast.Name) and target.id == "SHIPPED":
             return ast.literal_eval(node.value)
     raise AssertionError(f"{path.relative_to(ROOT)} has no SHIPPED rows")

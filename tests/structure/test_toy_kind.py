@@ -18,7 +18,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ASSAY = str(Path(sys.executable).with_name("assay"))
 
-TASK = '''class Model:
+TASK = """class Model:
     def __init__(self, power=2):
         self.power = power
 
@@ -32,7 +32,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [2]
-'''
+"""
 
 
 @pytest.fixture
@@ -49,7 +49,9 @@ def toy(tmp_path, need, _isolated_home):
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     (jobs / "task.py").write_text(TASK)
-    (jobs / "toy.toml").write_text('kind = "toy"\ntask = "task.py"\n[budget]\nsteps = 6\n[sandbox]\nbackend = "bwrap"\n[toy]\npower = 2\n')
+    (jobs / "toy.toml").write_text(
+        'kind = "toy"\ntask = "task.py"\n[budget]\nsteps = 6\n[sandbox]\nbackend = "bwrap"\n[toy]\npower = 2\n'
+    )
     kinds = {"toy": {"agent": "toykind.agent:KIND", "tools": "toykind.tools", "verifier": "toykind.verifier:KIND"}}
     env = dict(os.environ, PYTHONPATH=str(plug), ASSAY_KINDS=json.dumps(kinds), ASSAY_VERIFIER_WARM="0")
     return jobs, env
@@ -87,12 +89,18 @@ def test_a_kind_from_outside_runs_and_verifies_end_to_end(toy, tmp_path):
     # The same verifier, directly, through the generic CLI path, with the kind's own option: a
     # solution that always squares is right for --power 2 and wrong for --power 3.
     solution = tmp_path / "solution.py"
-    solution.write_text("class ModelNew:\n    def __init__(self, power=2):\n        pass\n\n"
-                        "    def __call__(self, xs):\n        return [x * x for x in xs]\n")
-    good = _assay(env, "toy", "verify", str(jobs / "task.py"), str(solution), "--json", "--power", "2", "--backend", "bwrap")
+    solution.write_text(
+        "class ModelNew:\n    def __init__(self, power=2):\n        pass\n\n"
+        "    def __call__(self, xs):\n        return [x * x for x in xs]\n"
+    )
+    good = _assay(
+        env, "toy", "verify", str(jobs / "task.py"), str(solution), "--json", "--power", "2", "--backend", "bwrap"
+    )
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["outcome"] == "pass"
-    wrong = _assay(env, "toy", "verify", str(jobs / "task.py"), str(solution), "--json", "--power", "3", "--backend", "bwrap")
+    wrong = _assay(
+        env, "toy", "verify", str(jobs / "task.py"), str(solution), "--json", "--power", "3", "--backend", "bwrap"
+    )
     assert wrong.returncode == 1, wrong.stderr
     assert any(r.startswith("correctness:") for r in json.loads(wrong.stdout)["reasons"])
 
@@ -104,10 +112,14 @@ def test_a_planted_sitecustomize_or_library_lookalike_changes_nothing(toy, tmp_p
     jobs, env = toy
     sub = tmp_path / "sub"
     sub.mkdir()
-    (sub / "solution.py").write_text("class ModelNew:\n    def __init__(self, power=2):\n        pass\n\n"
-                                     "    def __call__(self, xs):\n        return [0 for x in xs]\n")
+    (sub / "solution.py").write_text(
+        "class ModelNew:\n    def __init__(self, power=2):\n        pass\n\n"
+        "    def __call__(self, xs):\n        return [0 for x in xs]\n"
+    )
     (sub / "sitecustomize.py").write_text("import builtins\nbuiltins.pow = lambda *a: 0\n")
-    (sub / "random.py").write_text("class Random:\n    def __init__(self, *a):\n        pass\n    def randint(self, a, b):\n        return 0\n")
+    (sub / "random.py").write_text(
+        "class Random:\n    def __init__(self, *a):\n        pass\n    def randint(self, a, b):\n        return 0\n"
+    )
     out = _assay(env, "toy", "verify", str(jobs / "task.py"), str(sub), "--json", "--backend", "bwrap")
     assert out.returncode == 1, out.stderr
     doc = json.loads(out.stdout)

@@ -38,7 +38,9 @@ AWS = "wJalr" + secrets.token_urlsafe(27).replace("-", "x").replace("_", "y")
 GITHUB = "ghp_" + secrets.token_hex(18)
 # A password with what JSON and repr escape: a quote, a backslash, a non-ASCII letter.
 # Low entropy on purpose (words, not hex), so only the known-value detector can catch it.
-SERVICE = 'Pa"ss\\wörd-' + "-".join(secrets.choice(["apple", "river", "stone", "cloud", "maple", "tiger", "ocean", "piano"]) for _ in range(5))
+SERVICE = 'Pa"ss\\wörd-' + "-".join(
+    secrets.choice(["apple", "river", "stone", "cloud", "maple", "tiger", "ocean", "piano"]) for _ in range(5)
+)
 CANARIES = {"AWS_SECRET_ACCESS_KEY": AWS, "GITHUB_TOKEN": GITHUB, "MY_SERVICE_PASSWORD": SERVICE}
 PLACEHOLDER = re.compile(r"\[\[SECRET:[A-Za-z0-9._-]+:\d+\]\]")
 
@@ -196,14 +198,25 @@ async def test_canaries_reach_neither_the_client_nor_the_ledger(env_canaries, pl
     assert_ledger_clean(signed_home)
 
 
-async def test_a_placeholder_is_not_restored_into_a_tool_whose_capability_forbids_it(env_canaries, planted, signed_home):
+async def test_a_placeholder_is_not_restored_into_a_tool_whose_capability_forbids_it(
+    env_canaries, planted, signed_home
+):
     with open_session(planted) as s:
         async with sdk_client(s) as c:
             seen = (await c.call_tool("read_file", {"path": "canary.txt"})).structured_content["content"]
             assert PLACEHOLDER.fullmatch(seen)
             await c.call_tool("write_file", {"path": "copy.txt", "content": f"key={seen}"})
-            ran = await c.call_tool("exec", {"command": ["python", "-c",
-                                    "import sys; open('argv.txt', 'w').write(sys.argv[1]); print(sys.argv[1])", seen]})
+            ran = await c.call_tool(
+                "exec",
+                {
+                    "command": [
+                        "python",
+                        "-c",
+                        "import sys; open('argv.txt', 'w').write(sys.argv[1]); print(sys.argv[1])",
+                        seen,
+                    ]
+                },
+            )
     # The tools received the placeholder text itself, never the secret.
     assert (planted / "copy.txt").read_text() == f"key={seen}"
     assert (planted / "argv.txt").read_text() == seen
@@ -224,7 +237,9 @@ restore_placeholders = true
 """
 
 
-async def test_where_the_capability_allows_it_restoration_works_inside_the_boundary(env_canaries, planted, tmp_path, signed_home):
+async def test_where_the_capability_allows_it_restoration_works_inside_the_boundary(
+    env_canaries, planted, tmp_path, signed_home
+):
     manifest = signed_manifest(tmp_path / "m", RESTORER)
     with open_session(planted, manifest=str(manifest)) as s:
         async with sdk_client(s) as c:
@@ -234,11 +249,19 @@ async def test_where_the_capability_allows_it_restoration_works_inside_the_bound
             back = await c.call_tool("read_file", {"path": "deploy.cfg"})
             listing = await c.call_tool("list_files", {})
             # A placeholder made up by the client, or issued in another run, is just text.
-            forged = await c.call_tool("write_file", {"path": "forged.cfg", "content": "k=[[SECRET:env-AWS_SECRET_ACCESS_KEY:77]]"})
+            forged = await c.call_tool(
+                "write_file", {"path": "forged.cfg", "content": "k=[[SECRET:env-AWS_SECRET_ACCESS_KEY:77]]"}
+            )
     assert (planted / "deploy.cfg").read_text() == f"aws_secret={AWS}\n"
     assert (planted / f"by-name-{AWS}.txt").exists()
     assert (planted / "forged.cfg").read_text() == "k=[[SECRET:env-AWS_SECRET_ACCESS_KEY:77]]"
-    for r, where in [(wrote, "write"), (named, "write by name"), (back, "read back"), (listing, "listing"), (forged, "forged")]:
+    for r, where in [
+        (wrote, "write"),
+        (named, "write by name"),
+        (back, "read back"),
+        (listing, "listing"),
+        (forged, "forged"),
+    ]:
         assert not r.is_error, (where, r.content[0].text)
         assert_result_clean(r, where)
     assert back.structured_content["content"] == f"aws_secret={seen}\n"
@@ -263,7 +286,10 @@ async def test_a_cut_never_leaves_a_recognisable_prefix_of_a_secret(env_canaries
     start = len("aws_secret_access_key = ")
     with open_session(workspace) as s:
         async with sdk_client(s) as c:
-            cuts = [await c.call_tool("read_file", {"path": "key.txt", "max_bytes": start + k}) for k in (8, 20, len(AWS) - 1)]
+            cuts = [
+                await c.call_tool("read_file", {"path": "key.txt", "max_bytes": start + k})
+                for k in (8, 20, len(AWS) - 1)
+            ]
     for r in cuts:
         content = r.structured_content["content"]
         assert r.structured_content["truncated"] is True
@@ -298,7 +324,12 @@ async def test_an_agent_over_stdio_sees_only_placeholders(planted, signed_home):
         return ModelResponse(parts=[TextPart("done")])
 
     env = server_env(ASSAY_HOME=str(signed_home), **CANARIES)
-    toolset = MCPToolset(Client(StdioTransport(ASSAY, ["mcp", "--workspace", str(planted), "--sandbox", "bwrap"], env=env), init_timeout=INIT_TIMEOUT))
+    toolset = MCPToolset(
+        Client(
+            StdioTransport(ASSAY, ["mcp", "--workspace", str(planted), "--sandbox", "bwrap"], env=env),
+            init_timeout=INIT_TIMEOUT,
+        )
+    )
     result = await Agent(FunctionModel(brain), toolsets=[toolset]).run("read the config")
     assert result.output == "done"
     shown = "\n".join(everything_shown) + repr(result.all_messages())
@@ -308,7 +339,9 @@ async def test_an_agent_over_stdio_sees_only_placeholders(planted, signed_home):
 
 
 @pytest.mark.parametrize("offset", [10, 25])
-async def test_output_cut_at_the_sandbox_limit_leaves_no_prefix_of_a_secret(env_canaries, workspace, signed_home, offset):
+async def test_output_cut_at_the_sandbox_limit_leaves_no_prefix_of_a_secret(
+    env_canaries, workspace, signed_home, offset
+):
     """A program whose output runs past the 1 MiB limit with a secret exactly at the cut."""
     (workspace / "canary.txt").write_text(AWS)
     program = (

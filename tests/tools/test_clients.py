@@ -51,17 +51,39 @@ def test_inspector_over_stdio_lists_and_calls(inspector, workspace):
     assert tools["write_file"]["annotations"]["destructiveHint"] is True
     assert "outputSchema" in tools["read_file"] and tools["write_file"]["inputSchema"]["additionalProperties"] is False
 
-    wrote = run_inspector(inspector, *target, "--method", "tools/call", "--tool-name", "write_file",
-                          "--tool-arg", "path=notes/hello.txt", "--tool-arg", "content=hello from node")
+    wrote = run_inspector(
+        inspector,
+        *target,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "write_file",
+        "--tool-arg",
+        "path=notes/hello.txt",
+        "--tool-arg",
+        "content=hello from node",
+    )
     assert wrote.returncode == 0, wrote.stderr
     assert last_json(wrote.stdout)["structuredContent"]["bytes_written"] == len("hello from node")
     assert (workspace / "notes" / "hello.txt").read_text() == "hello from node"
 
-    read = run_inspector(inspector, *target, "--method", "tools/call", "--tool-name", "read_file", "--tool-arg", "path=notes/hello.txt")
+    read = run_inspector(
+        inspector, *target, "--method", "tools/call", "--tool-name", "read_file", "--tool-arg", "path=notes/hello.txt"
+    )
     assert last_json(read.stdout)["structuredContent"]["content"] == "hello from node"
 
-    denied = run_inspector(inspector, *target, "--method", "tools/call", "--tool-name", "write_file",
-                           "--tool-arg", "path=task.py", "--tool-arg", "content=x")
+    denied = run_inspector(
+        inspector,
+        *target,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "write_file",
+        "--tool-arg",
+        "path=task.py",
+        "--tool-arg",
+        "content=x",
+    )
     # A denial is a tool error the client can show, not a protocol error (the TypeScript SDK
     # validates structuredContent against the output schema even on errors).
     assert denied.returncode == 0, denied.stdout + denied.stderr
@@ -71,7 +93,10 @@ def test_inspector_over_stdio_lists_and_calls(inspector, workspace):
 
 
 def test_inspector_over_http_with_and_without_the_token(inspector, workspace, need, signed_home):
-    need(inspector_has_headers(inspector), f"MCP Inspector at {inspector} has no --header (0.15); HTTP with a bearer token needs >= 0.17")
+    need(
+        inspector_has_headers(inspector),
+        f"MCP Inspector at {inspector} has no --header (0.15); HTTP with a bearer token needs >= 0.17",
+    )
     with http_server(workspace, TOKEN, "--sandbox", "bwrap") as (url, _):
         common = [url, "--transport", "http"]
         auth = ["--header", f"Authorization: Bearer {TOKEN}"]
@@ -79,15 +104,39 @@ def test_inspector_over_http_with_and_without_the_token(inspector, workspace, ne
         assert listed.returncode == 0, listed.stderr + listed.stdout
         assert {t["name"] for t in last_json(listed.stdout)["tools"]} == GRANTED
 
-        wrote = run_inspector(inspector, *common, *auth, "--method", "tools/call", "--tool-name", "write_file",
-                              "--tool-arg", "path=h.txt", "--tool-arg", "content=over http")
+        wrote = run_inspector(
+            inspector,
+            *common,
+            *auth,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "write_file",
+            "--tool-arg",
+            "path=h.txt",
+            "--tool-arg",
+            "content=over http",
+        )
         assert wrote.returncode == 0 and last_json(wrote.stdout)["isError"] is False
-        read = run_inspector(inspector, *common, *auth, "--method", "tools/call", "--tool-name", "read_file", "--tool-arg", "path=h.txt")
+        read = run_inspector(
+            inspector, *common, *auth, "--method", "tools/call", "--tool-name", "read_file", "--tool-arg", "path=h.txt"
+        )
         assert last_json(read.stdout)["structuredContent"]["content"] == "over http"
 
         for bad in ([], ["--header", "Authorization: Bearer wrong-token-0123456789abcdef"]):
-            refused = run_inspector(inspector, *common, *bad, "--method", "tools/call", "--tool-name", "write_file",
-                                    "--tool-arg", "path=nope.txt", "--tool-arg", "content=x")
+            refused = run_inspector(
+                inspector,
+                *common,
+                *bad,
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "write_file",
+                "--tool-arg",
+                "path=nope.txt",
+                "--tool-arg",
+                "content=x",
+            )
             assert refused.returncode != 0
             assert "bearer token" in (refused.stdout + refused.stderr)
         assert not (workspace / "nope.txt").exists()
@@ -137,7 +186,9 @@ def stdio_toolset(workspace, *extra: str):
     from fastmcp.client.transports import StdioTransport
     from pydantic_ai.mcp import MCPToolset
 
-    return MCPToolset(Client(StdioTransport(ASSAY, mcp_args(workspace) + list(extra), env=server_env()), init_timeout=INIT_TIMEOUT))
+    return MCPToolset(
+        Client(StdioTransport(ASSAY, mcp_args(workspace) + list(extra), env=server_env()), init_timeout=INIT_TIMEOUT)
+    )
 
 
 SCRIPT = [
@@ -153,7 +204,12 @@ def check_what_the_model_saw(brain, workspace):
     assert wrote.tool_name == "write_file" and wrote.content["bytes_written"] == 32
     assert wrote.content["sha256"].startswith("sha256:")
     assert read.tool_name == "read_file"
-    assert read.content == {"path": "src/kernel.py", "content": "def add(a, b):\n    return a + b\n", "size": 32, "truncated": False}
+    assert read.content == {
+        "path": "src/kernel.py",
+        "content": "def add(a, b):\n    return a + b\n",
+        "size": 32,
+        "truncated": False,
+    }
     # A denial is a tool error the model can read and act on, naming the rule.
     assert denied.tool_name == "write_file" and "write_file#1" in str(denied.content)
     assert "write your candidate to a new file" in str(denied.content)
@@ -169,14 +225,20 @@ async def test_pydantic_ai_over_http(workspace, signed_home):
     from pydantic_ai.mcp import MCPToolset
 
     with http_server(workspace, TOKEN, "--sandbox", "bwrap") as (url, _):
-        brain = await run_agent(MCPToolset(url, headers={"Authorization": f"Bearer {TOKEN}"}, init_timeout=INIT_TIMEOUT), SCRIPT)
+        brain = await run_agent(
+            MCPToolset(url, headers={"Authorization": f"Bearer {TOKEN}"}, init_timeout=INIT_TIMEOUT), SCRIPT
+        )
         check_what_the_model_saw(brain, workspace)
 
         # With a wrong token the toolset cannot even connect: the run fails before any call.
         from mcp.shared.exceptions import MCPError
 
         with pytest.raises(MCPError, match="error response"):
-            await run_agent(MCPToolset(url, headers={"Authorization": "Bearer not-the-token-0123456789"}, init_timeout=INIT_TIMEOUT),
-                            [("write_file", {"path": "refused.txt", "content": "x"})])
+            await run_agent(
+                MCPToolset(
+                    url, headers={"Authorization": "Bearer not-the-token-0123456789"}, init_timeout=INIT_TIMEOUT
+                ),
+                [("write_file", {"path": "refused.txt", "content": "x"})],
+            )
     assert (workspace / "src" / "kernel.py").read_text().startswith("def add")
     assert not (workspace / "refused.txt").exists()

@@ -35,7 +35,9 @@ class FakeLedger:
         row = self.rows.get(call.key)
         if row is None:
             return None
-        return ToolOutcome(text=row[1].text, structured=row[1].structured, is_error=row[1].is_error, decision=row[1].decision)
+        return ToolOutcome(
+            text=row[1].text, structured=row[1].structured, is_error=row[1].is_error, decision=row[1].decision
+        )
 
 
 def audit(inner, led: FakeLedger) -> Audit:
@@ -124,8 +126,9 @@ async def test_a_call_cancelled_while_the_tool_runs_is_still_recorded():
 
 def stack(led: FakeLedger, decision: Decision, tool, padding: PaddingPolicy | None = None):
     """policy -> tool, inside padding, inside audit: the order the session builds."""
-    policy = PolicyCheck(tool, decide=lambda c: decision, record=lambda c, d: None,
-                         approvals=None, restore=lambda a: (a, 0))
+    policy = PolicyCheck(
+        tool, decide=lambda c: decision, record=lambda c, d: None, approvals=None, restore=lambda a: (a, 0)
+    )
     return Audit(Padding(policy, padding or PaddingPolicy()), record=led.record, replay=led.replay)
 
 
@@ -139,8 +142,12 @@ async def test_a_call_cancelled_in_the_padding_hold_after_it_ran_keeps_its_decis
         side_effects.append("written")
         return ToolOutcome(text="done")
 
-    gate = stack(led, Decision("allow", "write_file#default", "ok", "write_file", EffectiveLimits(1000, 10)), tool,
-                 PaddingPolicy(enabled=True, default_ceiling_s=5.0))
+    gate = stack(
+        led,
+        Decision("allow", "write_file#default", "ok", "write_file", EffectiveLimits(1000, 10)),
+        tool,
+        PaddingPolicy(enabled=True, default_ceiling_s=5.0),
+    )
     with anyio.move_on_after(0.2):
         await gate(ToolCall(name="write_file", arguments={"path": "a"}, key="k"))
     assert side_effects == ["written"]

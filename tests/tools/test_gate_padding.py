@@ -57,7 +57,9 @@ def tool_taking(ft: FakeTime, seconds: float, text: str = "result"):
     return tool
 
 
-async def released_at(ft: FakeTime, policy: PaddingPolicy, tool_s: float, name: str = "exec", started=True) -> tuple[float, ToolOutcome]:
+async def released_at(
+    ft: FakeTime, policy: PaddingPolicy, tool_s: float, name: str = "exec", started=True
+) -> tuple[float, ToolOutcome]:
     call = ToolCall(name=name, arguments={}, key="k", started_ns=ft.now_ns if started else 0)
     t0 = ft.now_ns
     out = await Padding(tool_taking(ft, tool_s), policy, clock=ft.clock)(call)
@@ -117,6 +119,7 @@ async def test_on_the_real_clock_a_fast_and_a_slow_tool_leave_together():
     policy = PaddingPolicy(enabled=True, ceilings_s={"t": 0.4})
     times = []
     for tool_s in (0.0, 0.25):
+
         async def tool(call, tool_s=tool_s):
             await anyio.sleep(tool_s)
             return ToolOutcome(text="x")
@@ -176,7 +179,9 @@ async def test_with_padding_on_no_progress_leaves_ahead_of_the_padded_result(wor
     they would show what the padded result hides, so none are sent (red-team finding)."""
     from tools_helpers import open_session, sdk_client
 
-    (workspace / "task.py").write_text((Path(__file__).resolve().parents[2] / "examples" / "kernel" / "gelu.py").read_text())
+    (workspace / "task.py").write_text(
+        (Path(__file__).resolve().parents[2] / "examples" / "kernel" / "gelu.py").read_text()
+    )
     seen: list = []
 
     async def on_progress(done, total, message):

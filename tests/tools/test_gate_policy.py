@@ -58,7 +58,9 @@ class Stage:
             self.restore_calls += 1
             return (restore or (lambda a: (a, 0)))(args)
 
-        self.gate = PolicyCheck(tool, decide=lambda c: decision, record=record, approvals=self.approvals, restore=restore_fn)
+        self.gate = PolicyCheck(
+            tool, decide=lambda c: decision, record=record, approvals=self.approvals, restore=restore_fn
+        )
 
     @property
     def ran(self) -> bool:
@@ -136,12 +138,16 @@ async def test_restoration_only_where_the_capability_allows_it():
         return {k: v.replace("[[SECRET:x:1]]", "hunter2-real") for k, v in args.items()}, 1
 
     c = call("write_file", path="a.txt", content="key=[[SECRET:x:1]]")
-    forbid = Stage(Decision("allow", "write_file#default", "ok", "write_file", LIMITS, restore_placeholders=False), restore=restore)
+    forbid = Stage(
+        Decision("allow", "write_file#default", "ok", "write_file", LIMITS, restore_placeholders=False), restore=restore
+    )
     await forbid.gate(c)
     assert forbid.restore_calls == 0
     assert forbid.events[-1][2]["content"] == "key=[[SECRET:x:1]]"
 
-    allow = Stage(Decision("allow", "write_file#default", "ok", "write_file", LIMITS, restore_placeholders=True), restore=restore)
+    allow = Stage(
+        Decision("allow", "write_file#default", "ok", "write_file", LIMITS, restore_placeholders=True), restore=restore
+    )
     c2 = call("write_file", path="a.txt", content="key=[[SECRET:x:1]]")
     await allow.gate(c2)
     assert allow.events[-1][2]["content"] == "key=hunter2-real"
@@ -160,7 +166,9 @@ async def test_the_decision_is_on_the_call_an_outer_wrapper_holds():
     def restore(args):
         return {k: v.replace("[[SECRET:x:1]]", "hunter2-real") for k, v in args.items()}, 1
 
-    stage = Stage(Decision("allow", "write_file#default", "ok", "write_file", LIMITS, restore_placeholders=True), restore=restore)
+    stage = Stage(
+        Decision("allow", "write_file#default", "ok", "write_file", LIMITS, restore_placeholders=True), restore=restore
+    )
     c = call("write_file", path="a.txt", content="key=[[SECRET:x:1]]")
     assert c.decision is None
     await stage.gate(c)
@@ -240,7 +248,11 @@ async def test_concurrent_calls_each_see_their_own_decision():
         return ToolOutcome(text="ran")
 
     gate = PolicyCheck(
-        tool, decide=lambda c: decisions[c.name], record=lambda c, d: None, approvals=FakeApprovals(), restore=lambda a: (a, 0)
+        tool,
+        decide=lambda c: decisions[c.name],
+        record=lambda c, d: None,
+        approvals=FakeApprovals(),
+        restore=lambda a: (a, 0),
     )
 
     async def one(name):
@@ -265,8 +277,13 @@ async def test_a_capability_check_that_crashes_fails_closed_and_on_the_record():
         ran.append(c)
         return ToolOutcome(text="ran")
 
-    gate = PolicyCheck(tool, decide=decide, record=lambda c, d: recorded.append((d.effect, d.rule)),
-                       approvals=FakeApprovals(), restore=lambda a: (a, 0))
+    gate = PolicyCheck(
+        tool,
+        decide=decide,
+        record=lambda c, d: recorded.append((d.effect, d.rule)),
+        approvals=FakeApprovals(),
+        restore=lambda a: (a, 0),
+    )
     out = await gate(call("write_file", path="d/" * 2000))
     assert not ran and out.is_error and out.decision == "deny"
     assert recorded == [("deny", "write_file#check-failed")]

@@ -116,14 +116,24 @@ async def test_tools_the_manifest_does_not_grant_are_neither_listed_nor_callable
     with open_session(workspace, manifest=str(manifest)) as s:
         async with sdk_client(s) as c:
             listed = sorted(t.name for t in (await c.list_tools()).tools)
-            results, tool_rows, decision_rows = await calls_and_rules(c, s, signed_home, [
-                ("write_file", {"path": "src/b.py", "content": "x"}),
-                ("exec", {"command": ["python", "-c", "1"]}),
-                ("read_file", {"path": "src/a.py"}),
-                ("read_file", {"path": "other.txt"}),
-            ])
+            results, tool_rows, decision_rows = await calls_and_rules(
+                c,
+                s,
+                signed_home,
+                [
+                    ("write_file", {"path": "src/b.py", "content": "x"}),
+                    ("exec", {"command": ["python", "-c", "1"]}),
+                    ("read_file", {"path": "src/a.py"}),
+                    ("read_file", {"path": "other.txt"}),
+                ],
+            )
     assert listed == ["list_files", "read_file"]
-    assert [d.detail["rule"] for d in decision_rows] == ["manifest#unlisted", "manifest#unlisted", "read_file#default", "read_file#paths"]
+    assert [d.detail["rule"] for d in decision_rows] == [
+        "manifest#unlisted",
+        "manifest#unlisted",
+        "read_file#default",
+        "read_file#paths",
+    ]
     assert [r.is_error for r in results] == [True, True, False, True]
     assert not (workspace / "src" / "b.py").exists()
     assert_every_call_recorded(tool_rows, decision_rows, 4)
@@ -278,5 +288,8 @@ async def test_the_file_tools_keep_to_the_output_their_capability_grants(workspa
             too_long = await c.call_tool("diff", {"a": "big.txt", "b": "a.txt"})
     assert read.structured_content["truncated"] and len(read.structured_content["content"].encode()) <= 1024
     assert diffed.structured_content["truncated"] and 0 < len(diffed.structured_content["diff"].encode()) <= 1024
-    assert listed.structured_content["truncated"] and sum(len(e["path"]) for e in listed.structured_content["entries"]) <= 1024
+    assert (
+        listed.structured_content["truncated"]
+        and sum(len(e["path"]) for e in listed.structured_content["entries"]) <= 1024
+    )
     assert too_long.is_error and "exec" in too_long.content[0].text

@@ -56,7 +56,13 @@ def raw_post(url: str, header_lines: list[str], body: bytes) -> int:
     import socket
 
     u = httpx.URL(url)
-    head = [f"POST {u.path} HTTP/1.1", f"Host: {u.host}:{u.port}", f"Content-Length: {len(body)}", "Connection: close", *header_lines]
+    head = [
+        f"POST {u.path} HTTP/1.1",
+        f"Host: {u.host}:{u.port}",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+        *header_lines,
+    ]
     with socket.create_connection((u.host, u.port), timeout=30) as sock:
         sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         status = sock.makefile("rb").readline()
@@ -67,7 +73,12 @@ def open_mcp_session(url: str) -> str:
     r = httpx.post(url, json=INIT, headers=headers(), timeout=30)
     assert r.status_code == 200, r.text
     sid = r.headers["mcp-session-id"]
-    httpx.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers(**{"mcp-session-id": sid}), timeout=30)
+    httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+        headers=headers(**{"mcp-session-id": sid}),
+        timeout=30,
+    )
     return sid
 
 
@@ -158,7 +169,10 @@ def test_a_non_loopback_origin_is_refused_even_with_the_token(server, origin):
 def test_two_origin_headers_one_bad_are_refused(server):
     url, _, _ = server
     port = httpx.URL(url).port
-    for pair in ([f"http://127.0.0.1:{port}", "http://evil.example"], ["http://evil.example", f"http://127.0.0.1:{port}"]):
+    for pair in (
+        [f"http://127.0.0.1:{port}", "http://evil.example"],
+        ["http://evil.example", f"http://127.0.0.1:{port}"],
+    ):
         h = list(headers().items()) + [("origin", o) for o in pair]
         r = httpx.post(url, json=INIT, headers=h, timeout=30)
         assert r.status_code in (400, 403), (pair, r.status_code)
@@ -171,7 +185,9 @@ def test_a_loopback_origin_with_the_token_is_served(server):
     assert r.status_code == 200
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.1.evil.com", "attacker:{port}", "localhost.evil:{port}"])
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:80", "127.0.0.1.evil.com", "attacker:{port}", "localhost.evil:{port}"]
+)
 def test_a_foreign_host_header_is_refused_even_with_the_token(server, host):
     """DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends Host: evil.example."""
     url, _, _ = server
@@ -192,12 +208,17 @@ def test_an_oversize_body_is_refused_before_parsing(server):
     assert httpx.post(url, json=INIT, headers=headers(), timeout=30).status_code == 200
 
 
-@pytest.mark.parametrize("token", ["", "short", "sixteen chars!!", "with a space in it 1234567", "tab\tinside-the-token-xxxx"])
+@pytest.mark.parametrize(
+    "token", ["", "short", "sixteen chars!!", "with a space in it 1234567", "tab\tinside-the-token-xxxx"]
+)
 def test_the_server_refuses_to_start_with_a_weak_token(signed_home, tmp_path, token):
     """`--token ""` used to start a server that let `Authorization: Bearer` with nothing in."""
     r = subprocess.run(
         [ASSAY, "mcp", "--http", "--port", "1", "--token", token, "--workspace", str(tmp_path)],
-        capture_output=True, text=True, timeout=60, env=server_env(ASSAY_HOME=str(signed_home)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=server_env(ASSAY_HOME=str(signed_home)),
     )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
@@ -215,7 +236,10 @@ def test_an_empty_token_in_the_environment_means_generate_one(signed_home, tmp_p
     env = server_env(ASSAY_HOME=str(signed_home), ASSAY_MCP_TOKEN="")
     proc = subprocess.Popen(
         [ASSAY, "mcp", "--http", "--port", str(port), "--workspace", str(tmp_path), "--sandbox", "bwrap"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        text=True,
     )
     try:
         line = proc.stderr.readline()
@@ -241,6 +265,9 @@ def test_an_empty_token_in_the_environment_means_generate_one(signed_home, tmp_p
 def test_only_loopback_hosts_may_be_bound(signed_home, tmp_path):
     r = subprocess.run(
         [ASSAY, "mcp", "--http", "--host", "0.0.0.0", "--workspace", str(tmp_path)],
-        capture_output=True, text=True, timeout=60, env=server_env(ASSAY_HOME=str(signed_home)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=server_env(ASSAY_HOME=str(signed_home)),
     )
     assert r.returncode == 2 and "loopback" in r.stderr

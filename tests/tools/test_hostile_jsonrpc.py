@@ -56,16 +56,57 @@ PROBES = [
     ("raw nul bytes", b"\x00\x00\x00", None),
     ("a response sent to the server", b'{"jsonrpc":"2.0","id":5,"result":{}}', None),
     ("an error sent to the server", b'{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"x"}}', None),
-    ("cancel of an unknown request", b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":999}}', None),
-    ("progress garbage", b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":[],"progress":"x"}}', None),
-    ("second initialize", req(112, "initialize", {"protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}), None),
-    ("batch of 500 calls", json.dumps([json.loads(call(2000 + i, "write_file", {"path": f"batch{i}.txt", "content": "b"})) for i in range(500)]).encode(), None),
+    (
+        "cancel of an unknown request",
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":999}}',
+        None,
+    ),
+    (
+        "progress garbage",
+        b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":[],"progress":"x"}}',
+        None,
+    ),
+    (
+        "second initialize",
+        req(
+            112,
+            "initialize",
+            {"protocolVersion": "1999-01-01", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}},
+        ),
+        None,
+    ),
+    (
+        "batch of 500 calls",
+        json.dumps(
+            [json.loads(call(2000 + i, "write_file", {"path": f"batch{i}.txt", "content": "b"})) for i in range(500)]
+        ).encode(),
+        None,
+    ),
     ("20 MB of garbage", b"A" * BIG, None),
     ("20 MB write_file", call(113, "write_file", {"path": "big.txt", "content": "A" * BIG}), 113),
-    ("nested 100 deep", call(114, "write_file", {"path": "n.txt", "content": "x", "extra": json.loads("[" * 100 + "]" * 100)}), 114),
-    ("nested 100000 deep", b'{"jsonrpc":"2.0","id":115,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"deep.txt","content":"x","e":' + b"[" * 100000 + b"]" * 100000 + b"}}}", None),
-    ("100k argument keys", call(116, "write_file", {"path": "keys.txt", "content": "x", **{f"k{i}": i for i in range(100000)}}), 116),
-    ("tool call as a notification", b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write_file","arguments":{"path":"notif.txt","content":"n"}}}', None),
+    (
+        "nested 100 deep",
+        call(114, "write_file", {"path": "n.txt", "content": "x", "extra": json.loads("[" * 100 + "]" * 100)}),
+        114,
+    ),
+    (
+        "nested 100000 deep",
+        b'{"jsonrpc":"2.0","id":115,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"deep.txt","content":"x","e":'
+        + b"[" * 100000
+        + b"]" * 100000
+        + b"}}}",
+        None,
+    ),
+    (
+        "100k argument keys",
+        call(116, "write_file", {"path": "keys.txt", "content": "x", **{f"k{i}": i for i in range(100000)}}),
+        116,
+    ),
+    (
+        "tool call as a notification",
+        b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write_file","arguments":{"path":"notif.txt","content":"n"}}}',
+        None,
+    ),
 ]
 
 
@@ -113,7 +154,9 @@ def test_whatever_ran_is_in_the_ledger(wire, signed_home):
     recorded = {r.arguments.get("path") for r in tool_rows if r.tool == "write_file"}
     for p in wire.ws.iterdir():
         assert p.name in recorded, f"{p.name} was written without a ledger row"
-    assert len(tool_rows) == len(decision_rows) or all(r.key in {d.key for d in decision_rows} for r in tool_rows if r.decision != "deny")
+    assert len(tool_rows) == len(decision_rows) or all(
+        r.key in {d.key for d in decision_rows} for r in tool_rows if r.decision != "deny"
+    )
 
 
 def test_the_server_still_works_and_exits_cleanly_at_eof(wire):

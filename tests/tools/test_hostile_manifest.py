@@ -38,7 +38,11 @@ def runs(home) -> int:
 def start(home, workspace, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [ASSAY, "mcp", "--workspace", str(workspace), "--sandbox", "bwrap", *args],
-        input="", capture_output=True, text=True, timeout=120, env=server_env(ASSAY_HOME=str(home), **env),
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=server_env(ASSAY_HOME=str(home), **env),
     )
 
 
@@ -79,7 +83,7 @@ def test_an_unsigned_manifest_is_refused(signed_home, workspace, tmp_path):
     [
         lambda b: b.replace(b"per_minute = 10", b"per_minute = 90"),
         lambda b: b + b" ",
-        lambda b: b + b"\n[tools.exec]\ndefault = \"allow\"\n",
+        lambda b: b + b'\n[tools.exec]\ndefault = "allow"\n',
         lambda b: b[:-1],
         lambda b: bytes([b[0] ^ 0x20]) + b[1:],
     ],
@@ -107,13 +111,25 @@ def test_a_manifest_signed_by_an_untrusted_key_is_refused(signed_home, workspace
     from assay.policies.signing import sign_manifest
 
     rogue = tmp_path / "rogue.key"
-    rogue.write_bytes(Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    rogue.write_bytes(
+        Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     sign_manifest(good, rogue)
     assert_refused(start(signed_home, workspace, "--manifest", str(good)), "not in the trust store")
 
 
-@pytest.mark.parametrize("sig", [b"", b"garbage", b"{}", json.dumps({"format": "assay-manifest-signature/1", "key_id": "x", "signature": "AAAA"}).encode(), b"[" * 100000])
+@pytest.mark.parametrize(
+    "sig",
+    [
+        b"",
+        b"garbage",
+        b"{}",
+        json.dumps({"format": "assay-manifest-signature/1", "key_id": "x", "signature": "AAAA"}).encode(),
+        b"[" * 100000,
+    ],
+)
 def test_a_malformed_signature_is_refused(signed_home, workspace, good, sig):
     good.with_name(good.name + ".sig").write_bytes(sig)
     assert_refused(start(signed_home, workspace, "--manifest", str(good)))
@@ -121,7 +137,9 @@ def test_a_malformed_signature_is_refused(signed_home, workspace, good, sig):
 
 def test_a_manifest_for_another_role_is_refused(signed_home, workspace, tmp_path):
     other = signed_manifest(tmp_path / "m", MANIFEST.replace('"kernel-agent"', '"reviewer"'), "reviewer.toml")
-    assert_refused(start(signed_home, workspace, "--manifest", str(other), "--role", "kernel-agent"), "is for role 'reviewer'")
+    assert_refused(
+        start(signed_home, workspace, "--manifest", str(other), "--role", "kernel-agent"), "is for role 'reviewer'"
+    )
 
 
 def test_a_shipped_manifest_is_refused_in_a_home_that_never_signed_it(workspace, tmp_path):
@@ -139,4 +157,6 @@ def test_the_escape_hatch_warns_on_every_start(signed_home, workspace, tmp_path)
             assert w.close() == 0
         assert b"WARNING" in w.stderr and b"WITHOUT a valid signature" in w.stderr
     # Anything but "1" is no escape hatch.
-    assert_refused(start(signed_home, workspace, "--manifest", str(path), ASSAY_ALLOW_UNSIGNED_MANIFESTS="true"), "not signed")
+    assert_refused(
+        start(signed_home, workspace, "--manifest", str(path), ASSAY_ALLOW_UNSIGNED_MANIFESTS="true"), "not signed"
+    )

@@ -128,7 +128,9 @@ async def test_a_folder_swapped_for_a_symlink_mid_call_never_lets_a_call_out(wor
     leaked = []
     with open_session(workspace) as s:
         async with sdk_client(s) as c:
-            flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(workspace), str(outside), "4"], stdout=subprocess.PIPE)
+            flipper = subprocess.Popen(
+                [sys.executable, "-c", FLIPPER, str(workspace), str(outside), "4"], stdout=subprocess.PIPE
+            )
             try:
                 while flipper.poll() is None:
                     for name, args in [
@@ -168,10 +170,14 @@ def test_the_same_race_at_tool_speed(workspace, outside):
         ("list_files", {"path": "d"}),
         ("read_file", {"path": "d/canary.txt"}),
     ]
-    prepared = [(reg.get(n), reg.get(n).input_model.model_validate(a), ToolCall(name=n, arguments=a, key="k")) for n, a in calls]
+    prepared = [
+        (reg.get(n), reg.get(n).input_model.model_validate(a), ToolCall(name=n, arguments=a, key="k")) for n, a in calls
+    ]
     leaked = []
     n = 0
-    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(workspace), str(outside), "5"], stdout=subprocess.PIPE)
+    flipper = subprocess.Popen(
+        [sys.executable, "-c", FLIPPER, str(workspace), str(outside), "5"], stdout=subprocess.PIPE
+    )
     try:
         while flipper.poll() is None:
             for spec, args, call in prepared:
@@ -252,8 +258,9 @@ def test_submit_never_copies_a_file_from_outside_the_workspace(workspace, outsid
         spec = default_registry().get("submit")
         ctx = ToolContext(run_id=run.id, role="t", workspace=workspace, sandbox=lambda: None, ledger=led)
         args = spec.input_model.model_validate({"entry": "candidate.py"})
-        flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(workspace), str(outside / "canary.txt"), "4"],
-                                   stdout=subprocess.PIPE)
+        flipper = subprocess.Popen(
+            [sys.executable, "-c", FLIPPER, str(workspace), str(outside / "canary.txt"), "4"], stdout=subprocess.PIPE
+        )
         n = 0
         try:
             while flipper.poll() is None:

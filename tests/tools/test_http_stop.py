@@ -51,12 +51,17 @@ def _wait_for(check, seconds: float):
 def test_sigterm_records_the_running_call_before_a_sigkill(signed_home, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
-    marker = f"stop-test-{os.getpid()}-{int(time.time()) % 1000}"  # low entropy: a hex id would be redacted in the ledger
+    marker = (
+        f"stop-test-{os.getpid()}-{int(time.time()) % 1000}"  # low entropy: a hex id would be redacted in the ledger
+    )
     call = {
         "jsonrpc": "2.0",
         "id": 7,
         "method": "tools/call",
-        "params": {"name": "exec", "arguments": {"command": ["python3", "-c", f"import time; time.sleep(25)  # {marker}"], "timeout_s": 30}},
+        "params": {
+            "name": "exec",
+            "arguments": {"command": ["python3", "-c", f"import time; time.sleep(25)  # {marker}"], "timeout_s": 30},
+        },
     }
     with http_server(ws, TOKEN, "--sandbox", "bwrap", env=server_env(ASSAY_HOME=str(signed_home))) as (url, proc):
         sid = open_mcp_session(url)
@@ -80,4 +85,6 @@ def test_sigterm_records_the_running_call_before_a_sigkill(signed_home, tmp_path
     assert rows, f"the running call was not in the ledger when the server exited ({took:.1f} s after SIGTERM)"
     ((decision, error),) = rows
     assert decision == "allow"
-    assert "exec was interrupted (the server was stopped by SIGTERM)" in error and "the tool may have run" in error, error
+    assert "exec was interrupted (the server was stopped by SIGTERM)" in error and "the tool may have run" in error, (
+        error
+    )

@@ -48,7 +48,9 @@ async def test_autotune_through_a_planted_folder_symlink_writes_nothing_outside(
     (workspace / "task.py").write_text((EXAMPLES / "gelu.py").read_text())
     with open_session(workspace, kind="kernel") as s:
         async with sdk_client(s) as c:
-            planted = await c.call_tool("exec", {"command": ["python", "-c", f"import os; os.symlink({str(outside)!r}, {TUNE_DIR!r})"]})
+            planted = await c.call_tool(
+                "exec", {"command": ["python", "-c", f"import os; os.symlink({str(outside)!r}, {TUNE_DIR!r})"]}
+            )
             assert not planted.is_error, planted.content[0].text
             tuned = await c.call_tool("autotune", {"backend": "cpp", "budget_s": 5})
     assert list(outside.iterdir()) == []
@@ -80,7 +82,9 @@ async def test_write_candidate_refuses_a_hard_link_to_the_task(workspace):
     (workspace / "task.py").write_text(task)
     with open_session(workspace, kind="kernel") as s:
         async with sdk_client(s) as c:
-            linked = await c.call_tool("exec", {"command": ["python", "-c", "import os; os.link('task.py', 'alias.py')"]})
+            linked = await c.call_tool(
+                "exec", {"command": ["python", "-c", "import os; os.link('task.py', 'alias.py')"]}
+            )
             assert not linked.is_error, linked.content[0].text
             wrote = await c.call_tool("write_candidate", {"path": "alias.py", "source": "class ModelNew: pass\n"})
     assert wrote.is_error and "hard links" in wrote.content[0].text

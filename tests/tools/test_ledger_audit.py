@@ -47,7 +47,9 @@ async def test_a_call_cancelled_while_the_sandbox_runs_it_is_recorded(workspace,
     with open_session(workspace) as s:
         async with sdk_client(s) as c:
             with anyio.move_on_after(1.0):
-                await c.call_tool("exec", {"command": ["python", "-c", "import time; time.sleep(2); open('slept', 'w')"]})
+                await c.call_tool(
+                    "exec", {"command": ["python", "-c", "import time; time.sleep(2); open('slept', 'w')"]}
+                )
             await anyio.sleep(2.5)
         run_id = s.run_id
     tool_rows, decision_rows = run_rows(signed_home, run_id)
@@ -80,8 +82,17 @@ async def test_a_client_that_hangs_up_mid_call_leaves_the_call_in_the_ledger(wor
     with w:
         init = w.initialize()
         run_id = init["result"]["instructions"].split("run ")[1].split(",")[0]
-        w.send({"jsonrpc": "2.0", "id": 50, "method": "tools/call",
-                "params": {"name": "exec", "arguments": {"command": ["python", "-c", "import time; time.sleep(1.5); print('done')"]}}})
+        w.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 50,
+                "method": "tools/call",
+                "params": {
+                    "name": "exec",
+                    "arguments": {"command": ["python", "-c", "import time; time.sleep(1.5); print('done')"]},
+                },
+            }
+        )
         time.sleep(0.5)
         rc = w.close(timeout=30)  # EOF on stdin while the call runs
     assert rc == 0
@@ -114,6 +125,8 @@ async def test_calls_sharing_a_key_while_the_first_still_runs_are_each_recorded(
         run_id = s.run_id
     tool_rows, decision_rows = run_rows(signed_home, run_id)
     assert sorted(r.tool for r in tool_rows) == ["drop_tables", "exec"] + ["write_file"] * 3
-    assert sorted((d.tool, d.decision) for d in decision_rows) == [
-        ("drop_tables", "deny"), ("exec", "allow")] + [("write_file", "allow")] * 3
+    assert (
+        sorted((d.tool, d.decision) for d in decision_rows)
+        == [("drop_tables", "deny"), ("exec", "allow")] + [("write_file", "allow")] * 3
+    )
     assert len({r.key for r in tool_rows}) == 5 and {r.key for r in tool_rows} == {d.key for d in decision_rows}

@@ -198,14 +198,18 @@ async def test_the_model_reads_the_same_with_and_without_padding(signed_home, tm
         def brain(messages, info):
             last = messages[-1]
             if isinstance(last, ModelRequest):
-                shown.extend((p.tool_name, p.content) for p in last.parts if getattr(p, "part_kind", "") == "tool-return")
+                shown.extend(
+                    (p.tool_name, p.content) for p in last.parts if getattr(p, "part_kind", "") == "tool-return"
+                )
             step = sum(1 for m in messages if isinstance(m, ModelResponse))
             if step < len(script):
                 return ModelResponse(parts=[ToolCallPart(*script[step], tool_call_id=f"c{step}")])
             return ModelResponse(parts=[TextPart("done")])
 
         args = ["mcp", "--workspace", str(ws), "--sandbox", "bwrap"] + (PADDED if padded else [])
-        toolset = MCPToolset(Client(StdioTransport(ASSAY, args, env=server_env(ASSAY_HOME=str(signed_home))), init_timeout=INIT_TIMEOUT))
+        toolset = MCPToolset(
+            Client(StdioTransport(ASSAY, args, env=server_env(ASSAY_HOME=str(signed_home))), init_timeout=INIT_TIMEOUT)
+        )
         await Agent(FunctionModel(brain), toolsets=[toolset]).run("go")
         return shown
 

@@ -155,7 +155,9 @@ class StdioWire:
             self.seen.append(line)
         return line
 
-    def request(self, method: str, params: dict | None = None, *, timeout: float = 60, id: Any = None) -> tuple[Line, float]:
+    def request(
+        self, method: str, params: dict | None = None, *, timeout: float = 60, id: Any = None
+    ) -> tuple[Line, float]:
         """Send one request; the reply line (notifications in between are skipped) and the
         seconds from writing the request to reading the reply."""
         if id is None:
@@ -224,7 +226,9 @@ class StdioWire:
 
 
 @contextlib.contextmanager
-def http_server(workspace: Path, token: str, *args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+def http_server(
+    workspace: Path, token: str, *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
     """`assay mcp --http` on a free loopback port, token given through ASSAY_MCP_TOKEN."""
     port = free_port()
     env = dict(env or server_env())
@@ -322,8 +326,12 @@ def inspector_has_headers(cli: Path) -> bool:
     return "--header" in out.stdout + out.stderr
 
 
-def run_inspector(cli: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(cli), "--cli", *args], capture_output=True, text=True, timeout=timeout, env=env or server_env())
+def run_inspector(
+    cli: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(cli), "--cli", *args], capture_output=True, text=True, timeout=timeout, env=env or server_env()
+    )
 
 
 def last_json(text: str) -> Any:

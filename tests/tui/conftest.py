@@ -51,80 +51,206 @@ class Writer:
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
 
-    def run(self, run_id: str, job: str, status: str, *, start: float, end: float | None = None,
-            brain: str = "playbook", used: dict[str, Any] | None = None, error: str | None = None) -> Run:
-        return self.ledger.insert_once(Run(
-            id=run_id, job=job, kind="kernel", brain=brain, status=status, created_at=at(start),
-            updated_at=at(end if end is not None else start + 5), started_at=at(start + 1),
-            finished_at=at(end) if end is not None else None, budget=dict(BUDGET), spec={},
-            budget_used=used or {}, error=error,
-        ), unique=("id",))
+    def run(
+        self,
+        run_id: str,
+        job: str,
+        status: str,
+        *,
+        start: float,
+        end: float | None = None,
+        brain: str = "playbook",
+        used: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> Run:
+        return self.ledger.insert_once(
+            Run(
+                id=run_id,
+                job=job,
+                kind="kernel",
+                brain=brain,
+                status=status,
+                created_at=at(start),
+                updated_at=at(end if end is not None else start + 5),
+                started_at=at(start + 1),
+                finished_at=at(end) if end is not None else None,
+                budget=dict(BUDGET),
+                spec={},
+                budget_used=used or {},
+                error=error,
+            ),
+            unique=("id",),
+        )
 
     def step(self, run_id: str, n: int, t: float, calls: list[str], final: str | None = None) -> None:
         payload = {"tool_calls": [{"tool": c, "id": f"call-{n}-{i}"} for i, c in enumerate(calls)], "final": final}
-        self.ledger.insert_once(Step(run_id=run_id, key=f"step-{n}", name="agent", payload=payload, created_at=at(t)),
-                                unique=("run_id", "key"))
+        self.ledger.insert_once(
+            Step(run_id=run_id, key=f"step-{n}", name="agent", payload=payload, created_at=at(t)),
+            unique=("run_id", "key"),
+        )
 
-    def decision(self, run_id: str, key: str, tool: str, t: float, decision: str = "allow", rule: str = "",
-                 reason: str = "", fingerprint: str = "fp") -> None:
-        self.ledger.insert_once(PolicyDecision(
-            run_id=run_id, key=key, tool=tool, decision=decision, reason=reason or f"allowed by rule {rule}",
-            detail={"rule": rule, "fingerprint": fingerprint}, created_at=at(t),
-        ), unique=("run_id", "key"))
+    def decision(
+        self,
+        run_id: str,
+        key: str,
+        tool: str,
+        t: float,
+        decision: str = "allow",
+        rule: str = "",
+        reason: str = "",
+        fingerprint: str = "fp",
+    ) -> None:
+        self.ledger.insert_once(
+            PolicyDecision(
+                run_id=run_id,
+                key=key,
+                tool=tool,
+                decision=decision,
+                reason=reason or f"allowed by rule {rule}",
+                detail={"rule": rule, "fingerprint": fingerprint},
+                created_at=at(t),
+            ),
+            unique=("run_id", "key"),
+        )
 
-    def call(self, run_id: str, key: str, tool: str, args: dict[str, Any], t: float, *, ms: float = 120.0,
-             decision: str = "allow", rule: str = "", text: str = "ok", error: str | None = None) -> None:
+    def call(
+        self,
+        run_id: str,
+        key: str,
+        tool: str,
+        args: dict[str, Any],
+        t: float,
+        *,
+        ms: float = 120.0,
+        decision: str = "allow",
+        rule: str = "",
+        text: str = "ok",
+        error: str | None = None,
+    ) -> None:
         self.decision(run_id, key, tool, t, decision, rule)
         data = text.encode()
-        self.ledger.insert_once(ToolCall(
-            run_id=run_id, key=key, tool=tool, arguments=args, decision=decision,
-            result_digest="sha256:" + "ab" * 32, result_size=len(data), started_at=at(t),
-            finished_at=at(t + ms / 1000), duration_ms=ms, error=error, fingerprint="fp",
-            outcome={"text": text, "structured": None, "is_error": error is not None, "rule": rule, "duration_ms": ms},
-            created_at=at(t + ms / 1000),
-        ), unique=("run_id", "key"))
+        self.ledger.insert_once(
+            ToolCall(
+                run_id=run_id,
+                key=key,
+                tool=tool,
+                arguments=args,
+                decision=decision,
+                result_digest="sha256:" + "ab" * 32,
+                result_size=len(data),
+                started_at=at(t),
+                finished_at=at(t + ms / 1000),
+                duration_ms=ms,
+                error=error,
+                fingerprint="fp",
+                outcome={
+                    "text": text,
+                    "structured": None,
+                    "is_error": error is not None,
+                    "rule": rule,
+                    "duration_ms": ms,
+                },
+                created_at=at(t + ms / 1000),
+            ),
+            unique=("run_id", "key"),
+        )
 
-    def approval(self, run_id: str, key: str, event: str, t: float, *, request_key: str, tool: str = "exec",
-                 args: dict[str, Any] | None = None, reason: str = "", actor: str = "gateway", fingerprint: str = "fp-build") -> None:
-        self.ledger.insert_once(Approval(
-            run_id=run_id, key=key, event=event, request_key=request_key, fingerprint=fingerprint, tool=tool,
-            arguments=args or {}, reason=reason, actor=actor, created_at=at(t),
-        ), unique=("run_id", "key"))
+    def approval(
+        self,
+        run_id: str,
+        key: str,
+        event: str,
+        t: float,
+        *,
+        request_key: str,
+        tool: str = "exec",
+        args: dict[str, Any] | None = None,
+        reason: str = "",
+        actor: str = "gateway",
+        fingerprint: str = "fp-build",
+    ) -> None:
+        self.ledger.insert_once(
+            Approval(
+                run_id=run_id,
+                key=key,
+                event=event,
+                request_key=request_key,
+                fingerprint=fingerprint,
+                tool=tool,
+                arguments=args or {},
+                reason=reason,
+                actor=actor,
+                created_at=at(t),
+            ),
+            unique=("run_id", "key"),
+        )
 
 
 BUILD_ARGS = {"command": ["g++", "-O3", "-fopenmp", "-shared", "kernel.cpp", "-o", "kernel.so"], "timeout_s": 120}
-BUILD_REASON = "rule exec#1 (long builds) needs human approval: a build over 30 s holds a sandbox for long; a human decides"
+BUILD_REASON = (
+    "rule exec#1 (long builds) needs human approval: a build over 30 s holds a sandbox for long; a human decides"
+)
 
 
 def passed_payload(run_id: str) -> dict[str, Any]:
     return {
-        "run_id": run_id, "kind": "kernel", "passed": True, "outcome": "pass", "reasons": [],
+        "run_id": run_id,
+        "kind": "kernel",
+        "passed": True,
+        "outcome": "pass",
+        "reasons": [],
         "checks": [
             {"name": "loads", "passed": True, "detail": "ModelNew builds and loads"},
             {"name": "correctness", "passed": True, "detail": "max abs error 2.4e-07 over 5 held-out inputs"},
             {"name": "speed", "passed": True, "detail": "1.84x eager, 1.21x compile"},
         ],
-        "metrics": {"speedup_vs_eager": 1.84, "speedup_vs_compile": 1.21, "max_abs_error": 2.4e-07, "time_candidate_s": 0.00131},
+        "metrics": {
+            "speedup_vs_eager": 1.84,
+            "speedup_vs_compile": 1.21,
+            "max_abs_error": 2.4e-07,
+            "time_candidate_s": 0.00131,
+        },
         "headline": {"name": "speedup vs eager", "value": 1.84, "unit": "x"},
-        "figures": {"title": "speedup (candidate vs baseline; | marks 1.0x)", "unit": "x", "mark": 1.0,
-                    "bars": [{"label": "eager", "value": 1.84, "metric": "speedup_vs_eager"},
-                             {"label": "compile", "value": 1.21, "metric": "speedup_vs_compile"}]},
-        "criteria": "kernel-default", "criteria_hash": "c" * 64, "submission": "submit-1", "submission_hash": "5" * 64,
-        "task_hash": "7" * 64, "candidate_hash": "9" * 64, "verifier_version": "0.1.0", "verified_at": "2025-03-14T09:01:35Z",
+        "figures": {
+            "title": "speedup (candidate vs baseline; | marks 1.0x)",
+            "unit": "x",
+            "mark": 1.0,
+            "bars": [
+                {"label": "eager", "value": 1.84, "metric": "speedup_vs_eager"},
+                {"label": "compile", "value": 1.21, "metric": "speedup_vs_compile"},
+            ],
+        },
+        "criteria": "kernel-default",
+        "criteria_hash": "c" * 64,
+        "submission": "submit-1",
+        "submission_hash": "5" * 64,
+        "task_hash": "7" * 64,
+        "candidate_hash": "9" * 64,
+        "verifier_version": "0.1.0",
+        "verified_at": "2025-03-14T09:01:35Z",
     }
 
 
 def failed_payload(run_id: str) -> dict[str, Any]:
     return {
-        "run_id": run_id, "kind": "kernel", "passed": False, "outcome": "fail", "headline": None, "figures": None,
+        "run_id": run_id,
+        "kind": "kernel",
+        "passed": False,
+        "outcome": "fail",
+        "headline": None,
+        "figures": None,
         "reasons": ["correctness: max abs error 0.31 on held-out input 2 (limit 1e-05)"],
         "checks": [
             {"name": "loads", "passed": True, "detail": "ModelNew builds and loads"},
             {"name": "correctness", "passed": False, "detail": "max abs error 0.31 on held-out input 2 (limit 1e-05)"},
         ],
         "metrics": {"max_abs_error": 0.31},
-        "criteria": "kernel-default", "criteria_hash": "c" * 64, "submission": "submit-1", "submission_hash": "6" * 64,
-        "verifier_version": "0.1.0", "verified_at": "2025-03-14T09:17:00Z",
+        "criteria": "kernel-default",
+        "criteria_hash": "c" * 64,
+        "submission": "submit-1",
+        "submission_hash": "6" * 64,
+        "verifier_version": "0.1.0",
+        "verified_at": "2025-03-14T09:17:00Z",
     }
 
 
@@ -141,41 +267,92 @@ def fill(ledger: Ledger, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def _fill(w: Writer, ledger: Ledger, key: Ed25519PrivateKey) -> None:
     from assay.verifiers.signing import sign
 
-
-    w.run(PASSED, "/work/examples/kernel/softmax.toml", "passed", start=0, end=95,
-          used={"steps": 4, "requests": 4, "tokens": 0, "seconds": 94.0})
-    w.call(PASSED, "1:c0", "write_file", {"path": "kernel.cpp", "content": "[[SECRET:api_key_1]] ..."}, 2, rule="write_file#0")
+    w.run(
+        PASSED,
+        "/work/examples/kernel/softmax.toml",
+        "passed",
+        start=0,
+        end=95,
+        used={"steps": 4, "requests": 4, "tokens": 0, "seconds": 94.0},
+    )
+    w.call(
+        PASSED,
+        "1:c0",
+        "write_file",
+        {"path": "kernel.cpp", "content": "[[SECRET:api_key_1]] ..."},
+        2,
+        rule="write_file#0",
+    )
     w.step(PASSED, 1, 2.5, ["write_file"])
     w.call(PASSED, "2:c0", "build", {"path": "kernel.cpp"}, 3, ms=14200, rule="build#0", text="built kernel.so")
     w.step(PASSED, 2, 18, ["build"])
     w.call(PASSED, "3:c0", "quick_test", {}, 19, ms=3100, rule="quick_test#0", text="max abs error 2.4e-07")
-    w.call(PASSED, "3:c1", "exec", {"command": ["curl", "example.com"]}, 23, decision="deny", rule="exec#default",
-           text="denied: exec#default: no rule admits this call", error="denied: exec#default")
+    w.call(
+        PASSED,
+        "3:c1",
+        "exec",
+        {"command": ["curl", "example.com"]},
+        23,
+        decision="deny",
+        rule="exec#default",
+        text="denied: exec#default: no rule admits this call",
+        error="denied: exec#default",
+    )
     w.step(PASSED, 3, 24, ["quick_test", "exec"])
     w.call(PASSED, "4:c0", "submit", {"entry": "kernel.py"}, 25, rule="submit#0", text="submitted submit-1")
     w.step(PASSED, 4, 26, ["submit"], final="submitted a cpp softmax, 1.8x over eager")
     ledger.append_verdict(PASSED, passed_payload(PASSED), sign(key, passed_payload(PASSED)), key="verdict:submit-1")
 
-    w.run(FAILED, "/work/examples/kernel/layernorm.toml", "failed", start=15 * 60, end=15 * 60 + 62,
-          used={"steps": 3, "requests": 3, "tokens": 0, "seconds": 61.0}, error="submitted")
+    w.run(
+        FAILED,
+        "/work/examples/kernel/layernorm.toml",
+        "failed",
+        start=15 * 60,
+        end=15 * 60 + 62,
+        used={"steps": 3, "requests": 3, "tokens": 0, "seconds": 61.0},
+        error="submitted",
+    )
     w.call(FAILED, "1:c0", "build", {"path": "kernel.cpp"}, 15 * 60 + 5, ms=9000, rule="build#0")
     w.step(FAILED, 1, 15 * 60 + 15, ["build"])
     ledger.append_verdict(FAILED, failed_payload(FAILED), sign(key, failed_payload(FAILED)), key="verdict:submit-1")
 
-    w.run(WAITING, "/work/examples/kernel/softmax.toml", "waiting_approval", start=30 * 60,
-          used={"steps": 2, "requests": 2, "tokens": 0, "seconds": 40.0})
+    w.run(
+        WAITING,
+        "/work/examples/kernel/softmax.toml",
+        "waiting_approval",
+        start=30 * 60,
+        used={"steps": 2, "requests": 2, "tokens": 0, "seconds": 40.0},
+    )
     w.call(WAITING, "1:c0", "write_file", {"path": "kernel.cpp", "content": "..."}, 30 * 60 + 3, rule="write_file#0")
     w.step(WAITING, 1, 30 * 60 + 4, ["write_file"])
     # What the gateway writes when the manifest says `approve`: the decision, the refusal the
     # agent reads, and the request a person answers.
     w.decision(WAITING, "2:c0", "exec", 30 * 60 + 6, "approve", "exec#1", BUILD_REASON, fingerprint="fp-build")
-    w.approval(WAITING, "approval-1", "requested", 30 * 60 + 6, request_key="approval-1", args=BUILD_ARGS, reason=BUILD_REASON)
-    w.call(WAITING, "2:c0", "exec", BUILD_ARGS, 30 * 60 + 6, ms=2, decision="approve", rule="exec#1",
-           text="needs human approval (...); approval approval-1 is pending", error="needs human approval")
+    w.approval(
+        WAITING, "approval-1", "requested", 30 * 60 + 6, request_key="approval-1", args=BUILD_ARGS, reason=BUILD_REASON
+    )
+    w.call(
+        WAITING,
+        "2:c0",
+        "exec",
+        BUILD_ARGS,
+        30 * 60 + 6,
+        ms=2,
+        decision="approve",
+        rule="exec#1",
+        text="needs human approval (...); approval approval-1 is pending",
+        error="needs human approval",
+    )
     w.step(WAITING, 2, 30 * 60 + 7, ["exec"])
 
-    w.run(RUNNING, "/work/examples/kernel/gelu.toml", "running", start=45 * 60, brain="openai-chat:gpt-4o",
-          used={"steps": 1, "requests": 1, "tokens": 5312, "seconds": 9.0})
+    w.run(
+        RUNNING,
+        "/work/examples/kernel/gelu.toml",
+        "running",
+        start=45 * 60,
+        brain="openai-chat:gpt-4o",
+        used={"steps": 1, "requests": 1, "tokens": 5312, "seconds": 9.0},
+    )
     w.call(RUNNING, "1:c0", "read_file", {"path": "task.py"}, 45 * 60 + 3, rule="read_file#0", text="import torch ...")
     w.step(RUNNING, 1, 45 * 60 + 4, ["read_file"])
 
@@ -216,7 +393,9 @@ def text(app, selector: str) -> str:
 async def see(pilot, selector: str, *needles: str, timeout: float = 10.0) -> None:
     """Wait until the widget draws every needle: a widget sized for its old content shows
     its new content a frame later."""
-    await until(pilot, lambda: all(n in text(pilot.app, selector) for n in needles), timeout, f"{needles} in {selector}")
+    await until(
+        pilot, lambda: all(n in text(pilot.app, selector) for n in needles), timeout, f"{needles} in {selector}"
+    )
 
 
 async def settle(pilot) -> None:
@@ -234,10 +413,23 @@ def tui():
     import types
 
     return types.SimpleNamespace(
-        T0=T0, NOW=NOW, PASSED=PASSED, FAILED=FAILED, WAITING=WAITING, RUNNING=RUNNING, at=at,
-        Writer=Writer, BUILD_ARGS=BUILD_ARGS, BUILD_REASON=BUILD_REASON, passed_payload=passed_payload,
+        T0=T0,
+        NOW=NOW,
+        PASSED=PASSED,
+        FAILED=FAILED,
+        WAITING=WAITING,
+        RUNNING=RUNNING,
+        at=at,
+        Writer=Writer,
+        BUILD_ARGS=BUILD_ARGS,
+        BUILD_REASON=BUILD_REASON,
+        passed_payload=passed_payload,
         failed_payload=failed_payload,
-        fixed_key=fixed_key, until=until, settle=settle, text=text, see=see,
+        fixed_key=fixed_key,
+        until=until,
+        settle=settle,
+        text=text,
+        see=see,
     )
 
 

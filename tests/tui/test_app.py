@@ -51,8 +51,12 @@ async def test_runs_filter_and_sort(filled, tui):
 
 
 async def test_live_run_shows_steps_and_calls_as_they_arrive(ledger, tui):
-    run = ledger.create_run(job="examples/kernel/softmax.toml", kind="kernel", brain="playbook",
-                            budget={"steps": 40, "minutes": 10, "tokens": None})
+    run = ledger.create_run(
+        job="examples/kernel/softmax.toml",
+        kind="kernel",
+        brain="playbook",
+        budget={"steps": 40, "minutes": 10, "tokens": None},
+    )
     ledger.set_run_status(run.id, RunStatus.running)
     app = AssayApp(poll_s=0.1)
     async with app.run_test(size=SIZE) as pilot:
@@ -62,17 +66,36 @@ async def test_live_run_shows_steps_and_calls_as_they_arrive(ledger, tui):
         await tui.until(pilot, lambda: "nothing recorded yet" in tui.text(app, "#detail"), what="empty timeline")
 
         # The gateway decides, the tool runs: the call is on screen, in flight, with its rule.
-        ledger.record_policy_decision(run.id, key="1:c0", tool="build", decision="allow", reason="allowed by rule build#0",
-                                      detail={"rule": "build#0", "fingerprint": "f1"})
+        ledger.record_policy_decision(
+            run.id,
+            key="1:c0",
+            tool="build",
+            decision="allow",
+            reason="allowed by rule build#0",
+            detail={"rule": "build#0", "fingerprint": "f1"},
+        )
         await tui.until(pilot, lambda: rows(app) == ["call:1:c0"], what="the call in flight")
-        await tui.until(pilot, lambda: "build 1:c0 running" in tui.text(app, "#activity-label"), what="the progress line")
+        await tui.until(
+            pilot, lambda: "build 1:c0 running" in tui.text(app, "#activity-label"), what="the progress line"
+        )
         assert app.screen.query_one("#activity-bar").display  # work under way: the bar moves
 
         # ...it ends (recorded redacted, as the gateway does), and the agent's step is recorded.
-        ledger.record_tool_call(run.id, key="1:c0", tool="build", arguments={"path": "kernel.cpp", "token": "[[SECRET:k_1]]"},
-                                decision="allow", result="built kernel.so", outcome={"text": "built kernel.so", "is_error": False})
-        ledger.record_step(run.id, key="step-1", name="agent", payload={"tool_calls": [{"tool": "build", "id": "c0"}], "final": None})
-        ledger.set_run_status(run.id, RunStatus.running, budget_used={"steps": 1, "requests": 1, "tokens": 0, "seconds": 2.0})
+        ledger.record_tool_call(
+            run.id,
+            key="1:c0",
+            tool="build",
+            arguments={"path": "kernel.cpp", "token": "[[SECRET:k_1]]"},
+            decision="allow",
+            result="built kernel.so",
+            outcome={"text": "built kernel.so", "is_error": False},
+        )
+        ledger.record_step(
+            run.id, key="step-1", name="agent", payload={"tool_calls": [{"tool": "build", "id": "c0"}], "final": None}
+        )
+        ledger.set_run_status(
+            run.id, RunStatus.running, budget_used={"steps": 1, "requests": 1, "tokens": 0, "seconds": 2.0}
+        )
         await tui.until(pilot, lambda: rows(app) == ["call:1:c0", "step:step-1"], what="the step")
         table = app.screen.query_one(DataTable)
         assert str(table.get_cell("call:1:c0", "summary")).startswith("ok ")
@@ -121,8 +144,11 @@ async def test_deny_from_the_live_run(filled, tui):
         await tui.until(pilot, lambda: len(rows(app)) == 4, what="runs")
         await pilot.press("down", "enter")
         assert isinstance(app.screen, LiveScreen) and app.screen.run_id == tui.WAITING
-        await tui.until(pilot, lambda: "waiting for approval approval-1" in tui.text(app, "#activity-label"),
-                        what="the waiting line")
+        await tui.until(
+            pilot,
+            lambda: "waiting for approval approval-1" in tui.text(app, "#activity-label"),
+            what="the waiting line",
+        )
         await pilot.press("a")
         await tui.until(pilot, lambda: rows(app) == [f"{tui.WAITING}/approval-1"], what="the approval")
         await pilot.press("n")
@@ -150,8 +176,9 @@ async def test_tampered_verdict_is_called_out(filled, tui):
     # Someone with write access to the database drops the guard and flips a failure to a pass.
     with filled.engine.begin() as conn:
         conn.exec_driver_sql("DROP TRIGGER verdicts_no_update")
-        conn.exec_driver_sql("UPDATE verdicts SET payload = json_set(payload, '$.passed', json('true')) WHERE run_id = ?",
-                             (tui.FAILED,))
+        conn.exec_driver_sql(
+            "UPDATE verdicts SET payload = json_set(payload, '$.passed', json('true')) WHERE run_id = ?", (tui.FAILED,)
+        )
     app = AssayApp(poll_s=0.1, clock=lambda: tui.NOW)
     async with app.run_test(size=SIZE) as pilot:
         await tui.until(pilot, lambda: len(rows(app)) == 4, what="runs")
@@ -166,7 +193,9 @@ async def test_a_bad_job_file_is_a_notification_not_a_crash(ledger, tui):
         field = app.screen.query_one("#job-path", Input)
         field.value = "no/such/job.toml"
         await pilot.press("enter")
-        await tui.until(pilot, lambda: any("job file 'no/such/job.toml' not found" in n for n in notes(app)), what="the error")
+        await tui.until(
+            pilot, lambda: any("job file 'no/such/job.toml' not found" in n for n in notes(app)), what="the error"
+        )
         assert app.is_running and not app.driven
 
 

@@ -58,16 +58,27 @@ async def test_start_the_main_job_and_approve_its_gated_build(need, tui, monkeyp
         await tui.until(pilot, lambda: isinstance(app.screen, LiveScreen), timeout=30, what="the run to start")
         run_id = app.screen.run_id
         ledger = app.ledger()
-        await tui.until(pilot, lambda: ledger.get_run(run_id).status == RunStatus.waiting_approval.value,
-                        timeout=120, what="the run to pause for approval")
-        await tui.until(pilot, lambda: any("needs approval approval-1 for exec" in n.message for n in app._notifications),
-                        what="the runner's word that it waits")
+        await tui.until(
+            pilot,
+            lambda: ledger.get_run(run_id).status == RunStatus.waiting_approval.value,
+            timeout=120,
+            what="the run to pause for approval",
+        )
+        await tui.until(
+            pilot,
+            lambda: any("needs approval approval-1 for exec" in n.message for n in app._notifications),
+            what="the runner's word that it waits",
+        )
         await pilot.press("a")
         assert isinstance(app.screen, ApprovalsScreen)
         await tui.until(pilot, lambda: app.screen._pending, timeout=20, what="the approval on screen")
         await pilot.press("y")
-        await tui.until(pilot, lambda: RunStatus(ledger.get_run(run_id).status).finished, timeout=240,
-                        what="the run to finish after approval")
+        await tui.until(
+            pilot,
+            lambda: RunStatus(ledger.get_run(run_id).status).finished,
+            timeout=240,
+            what="the run to finish after approval",
+        )
 
         events = [(e.event, e.actor) for e in ledger.approval_events(run_id)]
         assert events == [("requested", "gateway"), ("approved", "tui"), ("used", "gateway")]
@@ -79,5 +90,9 @@ async def test_start_the_main_job_and_approve_its_gated_build(need, tui, monkeyp
         # The runner returns after the ledger says finished; then the TUI lets go of the run.
         await tui.until(pilot, lambda: run_id not in app.driven, timeout=30, what="the runner to return")
         # notify() posts a message; the notification joins app._notifications when it is handled.
-        await tui.until(pilot, lambda: any(f"run {run_id} ended: failed" in n.message for n in app._notifications),
-                        timeout=10, what="the run's end on screen")
+        await tui.until(
+            pilot,
+            lambda: any(f"run {run_id} ended: failed" in n.message for n in app._notifications),
+            timeout=10,
+            what="the run's end on screen",
+        )

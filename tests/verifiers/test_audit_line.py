@@ -77,7 +77,11 @@ def test_several_calls_of_a_round_can_be_read_each_into_its_own_memory(line):
     sup.start_round(6, [1, 4, 5])
     _serve(sup, lambda: [ask.report(o) for o in outs])
     kept = sup.keep()
-    assert [float(_rebuild(torch.frombuffer(bytearray(c[0]), dtype=torch.uint8), lay[0])[0, 0]) for lay, c in kept] == [1, 4, 5]
+    assert [float(_rebuild(torch.frombuffer(bytearray(c[0]), dtype=torch.uint8), lay[0])[0, 0]) for lay, c in kept] == [
+        1,
+        4,
+        5,
+    ]
 
 
 def test_each_report_returns_the_answer_the_supervisor_drew_for_it(line):
@@ -138,8 +142,9 @@ def test_a_round_that_audits_nothing_reads_nothing(line):
     assert sup.end_round() == 4 and stops == [] and sup.keep() == []
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int64", "bool", "uint16", "float8_e4m3fn",
-                                   "complex64"])
+@pytest.mark.parametrize(
+    "dtype", ["float32", "bfloat16", "float16", "int64", "bool", "uint16", "float8_e4m3fn", "complex64"]
+)
 def test_outputs_of_any_dtype_and_layout_come_through(line, dtype):
     sup, ask = line
     base = (torch.randn(3, 5, 7) * 4).to(getattr(torch, dtype))
@@ -148,12 +153,14 @@ def test_outputs_of_any_dtype_and_layout_come_through(line, dtype):
     _serve(sup, lambda: ask.report(outs))
     [(layouts, chunks)] = sup.keep()
     for want, layout, data in zip(outs, layouts, chunks, strict=False):
-        got = _rebuild(torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8),
-                       layout)
+        got = _rebuild(
+            torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8), layout
+        )
         assert not isinstance(got, str), got
-        assert got.shape == want.shape and torch.equal(got.view(torch.uint8) if got.dtype.is_floating_point and
-                                                       got.element_size() == 1 else got, want.view(torch.uint8)
-                                                       if want.dtype.is_floating_point and want.element_size() == 1 else want)
+        assert got.shape == want.shape and torch.equal(
+            got.view(torch.uint8) if got.dtype.is_floating_point and got.element_size() == 1 else got,
+            want.view(torch.uint8) if want.dtype.is_floating_point and want.element_size() == 1 else want,
+        )
 
 
 def test_an_output_that_is_no_plain_tensor_is_reported_as_such(line):
@@ -161,7 +168,10 @@ def test_an_output_that_is_no_plain_tensor_is_reported_as_such(line):
     sup.start_round(1, [0])
     _serve(sup, lambda: ask.report("not a tensor"))
     assert sup.keep() == ["not a plain tensor"]
-    assert supervisor.save_audits("/nonexistent/x.safetensors", sup.keep())[0] == "not a plain tensor (the run's audited call 0)"
+    assert (
+        supervisor.save_audits("/nonexistent/x.safetensors", sup.keep())[0]
+        == "not a plain tensor (the run's audited call 0)"
+    )
     assert supervisor.save_audits("/nonexistent/x.safetensors", [None])[0].startswith("no output was read")
 
 
@@ -193,19 +203,22 @@ def test_more_reports_than_calls_or_outside_a_round_stop_the_run(line):
         sup.answer(lambda: None, lambda: None)  # no round runs
 
 
-@pytest.mark.parametrize("report", [
-    b"not json",
-    b"[" * 5000 + b"]" * 5000,
-    b'{"outs":[[1,16,"float32",4,[4],[1]]],"x":1}',
-    b'{"outs":[[1,17,"float32",4,[4],[1]]]}',  # the size does not follow the shape
-    b'{"outs":[[1,16,"float32",4,[4],[-1]]]}',
-    b'{"outs":[[1,16,"../x",4,[4],[1]]]}',
-    b'{"outs":[[1,16,["f"],4,[4],[1]]]}',
-    b'{"outs":[[1,16,"float32",4,[true],[1]]]}',
-    b'{"outs":[[1,16,"float32",4,[4],[1,1]]]}',
-    b'{"outs":[[1,1073741824,"float32",4,[268435456],[1]]]}',  # over the cap
-    b'{"outs":[]}',
-])
+@pytest.mark.parametrize(
+    "report",
+    [
+        b"not json",
+        b"[" * 5000 + b"]" * 5000,
+        b'{"outs":[[1,16,"float32",4,[4],[1]]],"x":1}',
+        b'{"outs":[[1,17,"float32",4,[4],[1]]]}',  # the size does not follow the shape
+        b'{"outs":[[1,16,"float32",4,[4],[-1]]]}',
+        b'{"outs":[[1,16,"../x",4,[4],[1]]]}',
+        b'{"outs":[[1,16,["f"],4,[4],[1]]]}',
+        b'{"outs":[[1,16,"float32",4,[true],[1]]]}',
+        b'{"outs":[[1,16,"float32",4,[4],[1,1]]]}',
+        b'{"outs":[[1,1073741824,"float32",4,[268435456],[1]]]}',  # over the cap
+        b'{"outs":[]}',
+    ],
+)
 def test_a_forged_report_for_the_audited_call_stops_the_run(line, report):
     sup, _ = line
     sup.start_round(1, [0])
@@ -243,8 +256,9 @@ def test_the_audit_file_is_written_in_a_folder_made_afresh(tmp_path):
     (elsewhere / "candidate.safetensors").write_bytes(b"the reference's")
     (tmp_path / "audit").symlink_to(elsewhere)
     data = torch.tensor([1.0, 2.0]).numpy().tobytes()
-    saved, layouts = supervisor.save_audits(str(tmp_path / "audit" / "candidate.safetensors"),
-                                            [([["float32", [2], [1]]], [data])])
+    saved, layouts = supervisor.save_audits(
+        str(tmp_path / "audit" / "candidate.safetensors"), [([["float32", [2], [1]]], [data])]
+    )
     assert saved == "saved" and layouts == [[["float32", [2], [1]]]]
     assert not (tmp_path / "audit").is_symlink() and (tmp_path / "audit").is_dir()
     assert (elsewhere / "candidate.safetensors").read_bytes() == b"the reference's"
@@ -254,12 +268,15 @@ def test_the_audit_file_is_written_in_a_folder_made_afresh(tmp_path):
     assert _rebuild(raw, ["float32", [2], [1]]).tolist() == [1.0, 2.0]
 
 
-@pytest.mark.parametrize("layout, why", [
-    (["float32", [3], [1]], "size"),
-    (["no_such_dtype", [4], [1]], "dtype"),
-    (["float32", [2, 2], [2]], "layout"),
-    ("junk", "layout"),
-])
+@pytest.mark.parametrize(
+    "layout, why",
+    [
+        (["float32", [3], [1]], "size"),
+        (["no_such_dtype", [4], [1]], "dtype"),
+        (["float32", [2, 2], [2]], "layout"),
+        ("junk", "layout"),
+    ],
+)
 def test_the_verifier_refuses_a_layout_that_does_not_fit_the_bytes(layout, why):
     out = _rebuild(torch.zeros(16, dtype=torch.uint8), layout)
     assert isinstance(out, str) and why in out
@@ -286,7 +303,7 @@ def test_a_harness_method_swapped_in_its_class_is_named():
 
 # A candidate's memory registered with userfaultfd, never served: each first touch of a page
 # waits for a handler thread, and the candidate's threads are all stopped while it is read.
-_UFFD_HOLDER = r'''
+_UFFD_HOLDER = r"""
 import ctypes, fcntl, mmap, os, struct, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -301,7 +318,7 @@ addr = ctypes.addressof(ctypes.c_char.from_buffer(region))
 fcntl.ioctl(fd, 0xC020AA00, bytearray(struct.pack("QQQQ", addr, size, 1, 0)))  # UFFDIO_REGISTER, missing pages
 print("ADDR", addr, size, flush=True)
 time.sleep(120)
-'''
+"""
 
 
 def test_reading_memory_held_by_userfaultfd_fails_at_once_instead_of_waiting(need):
@@ -321,8 +338,11 @@ def test_reading_memory_held_by_userfaultfd_fails_at_once_instead_of_waiting(nee
     holder = subprocess.Popen([sys.executable, "-c", _UFFD_HOLDER], stdout=subprocess.PIPE, text=True)
     try:
         first = holder.stdout.readline().split()
-        need(first[:1] == ["ADDR"], f"no userfaultfd here ({' '.join(first[1:]) or 'no answer'}): it needs root "
-             "or vm.unprivileged_userfaultfd = 1")
+        need(
+            first[:1] == ["ADDR"],
+            f"no userfaultfd here ({' '.join(first[1:]) or 'no answer'}): it needs root "
+            "or vm.unprivileged_userfaultfd = 1",
+        )
         addr, size = int(first[1]), int(first[2])
         sup = supervisor.AuditLine(cap=size, who="candidate")
         sup.attach(holder.pid)

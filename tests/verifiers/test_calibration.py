@@ -19,7 +19,9 @@ class Subject:
     """Calls cost `start` seconds each for the first `slow_calls`, then `steady`; every
     `hiccup_every`-th call also waits `hiccup` (a timeslice lost to another process)."""
 
-    def __init__(self, steady: float, start: float = 0.0, slow_calls: int = 0, hiccup: float = 0.0, hiccup_every: int = 0):
+    def __init__(
+        self, steady: float, start: float = 0.0, slow_calls: int = 0, hiccup: float = 0.0, hiccup_every: int = 0
+    ):
         self.steady, self.start, self.slow_calls = steady, start, slow_calls
         self.hiccup, self.hiccup_every = hiccup, hiccup_every
         self.calls = 0

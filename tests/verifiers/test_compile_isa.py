@@ -52,6 +52,7 @@ def test_a_flag_the_compiler_refuses_keeps_the_probes(inductor, monkeypatch, tmp
 @dataclasses.dataclass
 class Unbuildable(cpu_vec_isa.VecAVX2):
     """An ISA the CPU lists (it calls itself avx2) whose flags no compiler takes."""
+
     _arch_flags = "-mno-such-vector-isa"
     marker: int = 1
 

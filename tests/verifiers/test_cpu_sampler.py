@@ -44,17 +44,21 @@ def built(tmp_path_factory) -> dict:
         pytest.skip("g++ is needed to build the sampler")
     folder = tmp_path_factory.mktemp("sampler")
     (folder / "k.cpp").write_text(KERNEL)
-    subprocess.run(["g++", "-O2", "-fPIC", "-shared", str(HARNESS / "sampler.cpp"), "-o", str(folder / "sampler.so"), "-lrt"],
-                   check=True)
-    subprocess.run(["g++", "-O2", "-fPIC", "-shared", "-fopenmp", str(folder / "k.cpp"), "-o", str(folder / "libk.so")],
-                   check=True)
+    subprocess.run(
+        ["g++", "-O2", "-fPIC", "-shared", str(HARNESS / "sampler.cpp"), "-o", str(folder / "sampler.so"), "-lrt"],
+        check=True,
+    )
+    subprocess.run(
+        ["g++", "-O2", "-fPIC", "-shared", "-fopenmp", str(folder / "k.cpp"), "-o", str(folder / "libk.so")], check=True
+    )
     return {"sampler": str(folder / "sampler.so"), "kernel": str(folder / "libk.so")}
 
 
 def _sample(built: dict, body: str) -> dict:
     """Run `body` in a fresh process with a Sampler `s`, the own kernel `own()` and torch's
     softmax `theirs()` at hand; returns the sampler's report."""
-    script = textwrap.dedent("""
+    script = (
+        textwrap.dedent("""
         import ctypes, json, signal, sys
         sys.path.insert(0, {harness!r})
         import torch, worker
@@ -70,7 +74,10 @@ def _sample(built: dict, body: str) -> dict:
             for _ in range(calls):
                 fn()
             s.disarm()
-    """).format(harness=str(HARNESS), **built) + textwrap.dedent(body) + "\nprint(json.dumps(s.report()))\n"
+    """).format(harness=str(HARNESS), **built)
+        + textwrap.dedent(body)
+        + "\nprint(json.dumps(s.report()))\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -113,12 +120,15 @@ def test_only_the_armed_windows_are_sampled(built):
 def test_a_thread_that_blocks_the_signal_is_named(built):
     # The calling thread runs torch's kernel with SIGPROF blocked: its time goes unsampled,
     # and its CPU time, read per thread, says so.
-    report = _sample(built, """
+    report = _sample(
+        built,
+        """
         torch.set_num_threads(1)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPROF})
         window(theirs, 300)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPROF})
-    """)
+    """,
+    )
     assert any("blocked SIGPROF" in p for p in report["problems"]), report
 
 
@@ -130,13 +140,16 @@ def test_a_replaced_handler_is_named(built):
 
 def test_a_timer_stopped_inside_a_window_shows_as_missing_time(built):
     # The candidate reaching the sampler's own disarm (the same library, already loaded).
-    report = _sample(built, """
+    report = _sample(
+        built,
+        """
         lib = ctypes.CDLL({sampler!r})
         def sneaky():
             lib.assay_sampler_disarm()
             theirs()
         window(sneaky, 500)
-    """.format(**built))
+    """.format(**built),
+    )
     assert any("saw" in p for p in report["problems"]), report
 
 
@@ -144,7 +157,9 @@ def test_a_thread_that_starts_and_ends_inside_a_window_is_counted(built):
     # Torch's kernel on a thread that lives for one call (and on the OpenMP team it starts as a
     # new master): no timer, and by the window's end no /proc record of its CPU time either.
     # The process's CPU clock keeps what ended threads ran.
-    report = _sample(built, """
+    report = _sample(
+        built,
+        """
         import threading
         def hidden():
             own()
@@ -153,7 +168,8 @@ def test_a_thread_that_starts_and_ends_inside_a_window_is_counted(built):
             t = threading.Thread(target=lambda: [theirs() for _ in range(6)])
             t.start(); t.join()
         window(hidden, 60)
-    """)
+    """,
+    )
     files = _by_file(report)
     # torch's time barely shows in the samples, but the ended threads' CPU time does
     assert files.get("libtorch_cpu.so", 0) / sum(files.values()) < 0.05, files
@@ -165,6 +181,7 @@ def test_a_thread_that_starts_and_ends_inside_a_window_is_counted(built):
 
 
 # ----------------------------------------------------------------------------- the judgement
+
 
 def _torch_lib() -> str:
     return str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")
@@ -209,9 +226,15 @@ def test_dilution_does_not_hide_torch_time():
 def test_sleef_openmp_and_glue_are_not_torch_compute():
     lib = _torch_lib()
     folder = Path(lib).parent
-    checks, metrics = _judge([["/workspace/ext/k.so", -1, 30], [lib, _sleef_offset(), 30],
-                              [str(folder / "libgomp.so.1"), -1, 20], [str(folder / "libc10.so"), 0x100, 10],
-                              [str(folder / "libtorch_python.so"), 0x100, 10]])
+    checks, metrics = _judge(
+        [
+            ["/workspace/ext/k.so", -1, 30],
+            [lib, _sleef_offset(), 30],
+            [str(folder / "libgomp.so.1"), -1, 20],
+            [str(folder / "libc10.so"), 0x100, 10],
+            [str(folder / "libtorch_python.so"), 0x100, 10],
+        ]
+    )
     assert "no_torch_compute" not in _failures(checks)
     summary = metrics["cpu_samples"]
     assert (summary["sleef"], summary["openmp"], summary["glue"], summary["torch"]) == (0.3, 0.2, 0.2, 0.0), summary
@@ -221,7 +244,9 @@ def test_other_peoples_numeric_kernels_fail_extension_symbols():
     blas = "/venv/lib/python3.11/site-packages/numpy.libs/libscipy_openblas64_-ff651d7f.so"
     checks, metrics = _judge([["/workspace/ext/k.so", -1, 40], [blas, -1, 60]])
     failed = _failures(checks)
-    assert "numeric libraries it did not build (libscipy_openblas64_-ff651d7f.so x60)" in failed["extension_symbols"], failed
+    assert "numeric libraries it did not build (libscipy_openblas64_-ff651d7f.so x60)" in failed["extension_symbols"], (
+        failed
+    )
     assert "no_torch_compute" not in failed and metrics["cpu_samples"]["foreign"] == 0.6
     # libm and libc (an honest kernel's expf and memcpy) are neither.
     checks, _ = _judge([["/workspace/ext/k.so", -1, 40], ["/usr/lib/x86_64-linux-gnu/libm.so.6", -1, 60]])

@@ -31,7 +31,9 @@ def test_hash_covers_every_file_a_profile_extends():
     default = load_criteria("kernel-default")
     assert default.sha256 == hashlib.sha256(hashlib.sha256(raw["kernel-default"]).digest()).hexdigest()
     test = load_criteria("kernel-test")
-    chained = hashlib.sha256(hashlib.sha256(raw["kernel-default"]).digest() + hashlib.sha256(raw["kernel-test"]).digest())
+    chained = hashlib.sha256(
+        hashlib.sha256(raw["kernel-default"]).digest() + hashlib.sha256(raw["kernel-test"]).digest()
+    )
     assert test.sha256 == chained.hexdigest()
     assert len({load_criteria(n).sha256 for n in available("kernel")}) == len(available("kernel"))
 

@@ -42,7 +42,9 @@ def _build(folder: Path, *ldflags: str) -> Path:
     if shutil.which("g++") is None:
         pytest.skip("g++ is needed to build a library")
     (folder / "k.cpp").write_text('extern "C" int kernel(int x) { return x + 1; }\n')
-    subprocess.run(["g++", "-shared", "-fPIC", str(folder / "k.cpp"), "-o", str(folder / "libk.so"), *ldflags], check=True)
+    subprocess.run(
+        ["g++", "-shared", "-fPIC", str(folder / "k.cpp"), "-o", str(folder / "libk.so"), *ldflags], check=True
+    )
     return folder / "libk.so"
 
 
@@ -81,7 +83,9 @@ def test_a_function_found_through_the_candidates_own_handle_is_still_torchs(watc
     # dlsym on a library's handle searches its dependencies too: a build linked against
     # libtorch_cpu hands out torch's C kernels under its own name.
     torch_lib = Path(torch.__file__).parent / "lib"
-    own = ctypes.CDLL(str(_build(tmp_path, "-Wl,--no-as-needed", f"-L{torch_lib}", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}")))
+    own = ctypes.CDLL(
+        str(_build(tmp_path, "-Wl,--no-as-needed", f"-L{torch_lib}", "-ltorch_cpu", f"-Wl,-rpath,{torch_lib}"))
+    )
     own.aoti_torch_dtype_float32()
     seen = {(Path(f).name, n) for f, n, _ in watch.take()}
     assert seen == {("libk.so", ""), ("libtorch_cpu.so", "aoti_torch_dtype_float32")}, seen
@@ -139,7 +143,10 @@ def test_the_candidates_own_library_passes_and_any_other_fails():
     assert "aoti_torch_cpu_addmm_out (libtorch_cpu.so)" in checks.items["no_torch_compute"].detail
     assert "through ctypes" in checks.items["no_torch_compute"].detail
     checks = _judge([[libc, "memcpy", 2]])
-    assert not checks.items["extension_symbols"].passed and "memcpy (libc.so.6)" in checks.items["extension_symbols"].detail
+    assert (
+        not checks.items["extension_symbols"].passed
+        and "memcpy (libc.so.6)" in checks.items["extension_symbols"].detail
+    )
     assert not _judge([["?", "?", 1]]).all_passed()  # code in no file is no build of the candidate's
 
 

@@ -18,7 +18,7 @@ import worker  # noqa: E402
 
 def _blocks_unchanged(a, b, block: int = 16) -> int:
     """How many `block`-element runs (a cache line of float32) hold the same bits in a and b."""
-    same = (a.reshape(-1).view(torch.int32) == b.reshape(-1).view(torch.int32))
+    same = a.reshape(-1).view(torch.int32) == b.reshape(-1).view(torch.int32)
     n = same.numel() // block * block
     return int(same[:n].view(-1, block).all(dim=1).sum())
 
@@ -177,6 +177,7 @@ def test_around_changes_the_input_for_the_call_only():
     # A call that raises leaves the input as it found it, too.
     def boom(t):
         raise RuntimeError("candidate failed")
+
     with pytest.raises(RuntimeError):
         perturb.around(boom, [x], perturb.indices(42, 4))
     assert torch.equal(x.view(torch.int32), before.view(torch.int32))

@@ -96,7 +96,9 @@ def test_a_busy_machine_makes_a_failed_speed_check_say_inconclusive(runtime_refe
     floor = ref.criteria.timing.min_cpu_share
     shares = []
     for per_cpu in (2, 4):
-        spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(per_cpu * (os.cpu_count() or 1))]
+        spin = [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(per_cpu * (os.cpu_count() or 1))
+        ]
         try:
             report = verify_candidate(ref, CHEATS / "slow_honest.py")
         finally:

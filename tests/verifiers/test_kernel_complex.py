@@ -14,14 +14,14 @@ TASK = Path(__file__).parent / "tasks" / "complex_rotate.py"
 
 # Both use torch compute, so no_torch_compute fails them; kernel-test-runtime still runs them so
 # that correctness is judged on its own.
-RIGHT = '''import torch
+RIGHT = """import torch
 import torch.nn as nn
 
 
 class ModelNew(nn.Module):
     def forward(self, a, b):
         return torch.complex(a - b, a + b)
-'''
+"""
 REAL_PART_ONLY = RIGHT.replace("torch.complex(a - b, a + b)", "torch.complex(a - b, torch.zeros_like(a))")
 
 

@@ -19,12 +19,23 @@ SOFTMAX = HERE.parent.parent / "examples" / "kernel" / "softmax.py"
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["softmax_ctypes", "softmax_omp", "softmax_atvec"])
 def test_honest_softmax_passes_every_check_but_speed_is_measured(name, backend, kernel_cache):
-    report = verify_kernel(SOFTMAX, HERE / "honest" / f"{name}.py", "kernel-test", backend=backend,
-                           cache_dir=kernel_cache)
+    report = verify_kernel(
+        SOFTMAX, HERE / "honest" / f"{name}.py", "kernel-test", backend=backend, cache_dir=kernel_cache
+    )
     failed = [c for c in report.checks if not c.passed and c.name != "speed"]
     assert failed == [], report.reasons
-    for name_ in ("correctness", "other_shapes", "no_torch_compute", "extension_symbols", "no_replay",
-                  "no_work_after_return", "consistent_when_timed", "timing_integrity", "roofline", "speed"):
+    for name_ in (
+        "correctness",
+        "other_shapes",
+        "no_torch_compute",
+        "extension_symbols",
+        "no_replay",
+        "no_work_after_return",
+        "consistent_when_timed",
+        "timing_integrity",
+        "roofline",
+        "speed",
+    ):
         assert report.check(name_) is not None, f"{name_} did not run"
     m = report.metrics
     for key in ("speedup_vs_eager", "speedup_vs_compile", "time_candidate_s", "time_eager_s", "copy_bandwidth_gbs"):

@@ -92,7 +92,9 @@ def test_a_failed_check_stays_failed():
     assert not c.passed and "run 1" in c.detail and "run 2" in c.detail
 
 
-SOFTMAX_TASK = "ROWS = 4096\nCOLS = 1024\nSMALL = 3\nclass Model: pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\n"
+SOFTMAX_TASK = (
+    "ROWS = 4096\nCOLS = 1024\nSMALL = 3\nclass Model: pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\n"
+)
 
 
 def test_task_sizes_are_the_large_int_constants():
@@ -126,7 +128,9 @@ def test_check_order_reuses_buffers_and_interleaves_shapes():
 
 def _rounds(per_iter_ms: list[float], fixed_ms: float, n: int = 3) -> list[dict]:
     # Even rounds run n iterations, odd rounds 3n; each round's CPU is fixed + iterations * cost.
-    return [{"round": r, "cpu_s": (fixed_ms + (n if r % 2 == 0 else 3 * n) * c) / 1e3} for r, c in enumerate(per_iter_ms)]
+    return [
+        {"round": r, "cpu_s": (fixed_ms + (n if r % 2 == 0 else 3 * n) * c) / 1e3} for r, c in enumerate(per_iter_ms)
+    ]
 
 
 def test_scaling_follows_the_work_through_bursts_of_a_busy_machine():
@@ -142,7 +146,14 @@ def test_scaling_exposes_work_done_once_per_round():
 
 
 def _timed(subject: str, r: int, cpu: float, wall: float, flush_cpu: float = 0.0, flush_wall: float = 0.0) -> dict:
-    return {"subject": subject, "round": r, "cpu_s": cpu, "wall_s": wall, "flush_cpu_s": flush_cpu, "flush_wall_s": flush_wall}
+    return {
+        "subject": subject,
+        "round": r,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "flush_cpu_s": flush_cpu,
+        "flush_wall_s": flush_wall,
+    }
 
 
 def test_cpu_share_reads_the_trusted_rounds_per_thread():

@@ -58,8 +58,11 @@ HEADER = "import torch\nimport torch.nn as nn\n"
 
 
 def model(body: str, header: str = HEADER) -> str:
-    return header + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n" + "".join(
-        f"        {line}\n" for line in body.strip().splitlines())
+    return (
+        header
+        + "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        + "".join(f"        {line}\n" for line in body.strip().splitlines())
+    )
 
 
 @pytest.mark.parametrize(
@@ -123,16 +126,21 @@ def test_model_new_init_may_build_parameters_with_torch():
 
 def test_compute_outside_init_is_still_caught_next_to_an_exempt_init():
     source = model("return self.linear(x).relu()").replace(
-        "class ModelNew(nn.Module):\n", "class ModelNew(nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.linear = nn.Linear(4, 4)\n")
+        "class ModelNew(nn.Module):\n",
+        "class ModelNew(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.linear = nn.Linear(4, 4)\n",
+    )
     assert "source_no_torch_compute" in failed(source)
 
 
 def init_model(init: str, forward: str = "return self.f(x)") -> str:
     """ModelNew with an __init__ (no arguments, as softmax's Model) and a forward."""
-    return HEADER + "import torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n" + "".join(
-        f"        {line}\n" for line in ("super().__init__()\n" + init).strip().splitlines()) + "".join(
-        f"    {line}\n" for line in ("def forward(self, x):\n    " + forward).splitlines())
+    return (
+        HEADER
+        + "import torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
+        + "".join(f"        {line}\n" for line in ("super().__init__()\n" + init).strip().splitlines())
+        + "".join(f"    {line}\n" for line in ("def forward(self, x):\n    " + forward).splitlines())
+    )
 
 
 @pytest.mark.parametrize(
@@ -180,21 +188,28 @@ def test_torch_reexport_list_covers_this_torch():
     from assay.verifiers.kernel.scan import TORCH_REEXPORTS
 
     for mod in (torch, torch.nn, torch.nn.functional, torch.utils, torch.utils.cpp_extension):
-        held = {n for n, v in vars(mod).items() if isinstance(v, types.ModuleType)
-                and not v.__name__.startswith("torch") and not n.startswith("_")}
+        held = {
+            n
+            for n, v in vars(mod).items()
+            if isinstance(v, types.ModuleType) and not v.__name__.startswith("torch") and not n.startswith("_")
+        }
         assert held <= TORCH_REEXPORTS, (mod.__name__, held - TORCH_REEXPORTS)
 
 
 def test_own_private_state_and_super_init_are_allowed():
-    source = init_model("self._k = [1.0]\nself._buf = None", "return torch.empty_like(x).view(x.shape) if self._k[0] else x")
+    source = init_model(
+        "self._k = [1.0]\nself._buf = None", "return torch.empty_like(x).view(x.shape) if self._k[0] else x"
+    )
     assert failed(source) == set()
 
 
 def cpp(code: str) -> str:
-    return (HEADER + "from torch.utils.cpp_extension import load_inline\n"
-            f"_SRC = r'''\n{code}\n'''\n"
-            "_m = load_inline(name='k', cpp_sources=_SRC, functions=['f'])\n"
-            "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return _m.f(x)\n")
+    return (
+        HEADER + "from torch.utils.cpp_extension import load_inline\n"
+        f"_SRC = r'''\n{code}\n'''\n"
+        "_m = load_inline(name='k', cpp_sources=_SRC, functions=['f'])\n"
+        "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return _m.f(x)\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -206,21 +221,38 @@ def cpp(code: str) -> str:
         ("#define NS at::\ntorch::Tensor f(torch::Tensor x) { return NS softmax(x, -1); }", "source_no_dynamic_code"),
         ("#define CAT(a, b) a##b\ntorch::Tensor f(torch::Tensor x) { return x; }", "source_no_dynamic_code"),
         ("torch::Tensor f(torch::Tensor x) { return at::native::softmax(x, -1, false); }", "source_no_dynamic_code"),
-        ("#include <dlfcn.h>\ntorch::Tensor f(torch::Tensor x) { dlsym(RTLD_DEFAULT, \"x\"); return x; }", "source_no_dynamic_code"),
+        (
+            '#include <dlfcn.h>\ntorch::Tensor f(torch::Tensor x) { dlsym(RTLD_DEFAULT, "x"); return x; }',
+            "source_no_dynamic_code",
+        ),
         ("torch::Tensor f(torch::Tensor x) { std::thread t([]{}); t.detach(); return x; }", "source_no_system_access"),
         ("torch::Tensor f(torch::Tensor x) { _exit(0); return x; }", "source_no_system_access"),
-        ("torch::Tensor f(torch::Tensor x) { system(\"true\"); return x; }", "source_no_system_access"),
-        ("TORCH_LIBRARY(my, m) { m.def(\"f\", &f); }", "source_no_dynamic_code"),
-        ("#include <link.h>\nint cb(dl_phdr_info*, size_t, void*);\ntorch::Tensor f(torch::Tensor x) { dl_iterate_phdr(cb, 0); return x; }",
-         "source_no_dynamic_code"),
-        ("extern \"C\" int aoti_torch_cpu_mm_out(void*, void*, void*);\ntorch::Tensor f(torch::Tensor x) { return x; }",
-         "source_no_dynamic_code"),
-        ("#include <link.h>\ntorch::Tensor f(torch::Tensor x) { auto m = _r_debug.r_map; return x; }", "source_no_dynamic_code"),
-        ("#include <elf.h>\ntorch::Tensor f(torch::Tensor x) { const Elf64_Sym* s = nullptr; return x; }",
-         "source_no_dynamic_code"),
-        ("#include <signal.h>\ntorch::Tensor f(torch::Tensor x) { sigset_t s; pthread_sigmask(SIG_BLOCK, &s, 0); return x; }",
-         "source_no_system_access"),
-        ("#include <time.h>\ntorch::Tensor f(torch::Tensor x) { timer_delete(0); return x; }", "source_no_system_access"),
+        ('torch::Tensor f(torch::Tensor x) { system("true"); return x; }', "source_no_system_access"),
+        ('TORCH_LIBRARY(my, m) { m.def("f", &f); }', "source_no_dynamic_code"),
+        (
+            "#include <link.h>\nint cb(dl_phdr_info*, size_t, void*);\ntorch::Tensor f(torch::Tensor x) { dl_iterate_phdr(cb, 0); return x; }",
+            "source_no_dynamic_code",
+        ),
+        (
+            'extern "C" int aoti_torch_cpu_mm_out(void*, void*, void*);\ntorch::Tensor f(torch::Tensor x) { return x; }',
+            "source_no_dynamic_code",
+        ),
+        (
+            "#include <link.h>\ntorch::Tensor f(torch::Tensor x) { auto m = _r_debug.r_map; return x; }",
+            "source_no_dynamic_code",
+        ),
+        (
+            "#include <elf.h>\ntorch::Tensor f(torch::Tensor x) { const Elf64_Sym* s = nullptr; return x; }",
+            "source_no_dynamic_code",
+        ),
+        (
+            "#include <signal.h>\ntorch::Tensor f(torch::Tensor x) { sigset_t s; pthread_sigmask(SIG_BLOCK, &s, 0); return x; }",
+            "source_no_system_access",
+        ),
+        (
+            "#include <time.h>\ntorch::Tensor f(torch::Tensor x) { timer_delete(0); return x; }",
+            "source_no_system_access",
+        ),
     ],
 )
 def test_inline_cpp_rules(code, check):
@@ -265,7 +297,9 @@ def test_ctypes_may_only_load_what_was_built(line, check):
     ],
 )
 def test_torch_reached_through_its_own_modules_is_judged_as_torch(expr):
-    header = HEADER + "import torch.utils.cpp_extension\nimport torch.nn.functional\nfrom torch.utils import cpp_extension\n"
+    header = (
+        HEADER + "import torch.utils.cpp_extension\nimport torch.nn.functional\nfrom torch.utils import cpp_extension\n"
+    )
     assert "source_no_torch_compute" in failed(model(f"return {expr}", header))
 
 
@@ -328,8 +362,10 @@ def test_ctypes_loading_the_built_library_is_allowed():
         ("def broken(:\n", "does not parse"),
         ("import torch\nclass Model2: pass\n", "defines no class ModelNew"),
         ("import torch.nn as nn\nclass ModelNew(nn.Module):\n    pass\n", "no forward"),
-        ("import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x, y):\n        return x\n",
-         "ModelNew.forward takes 2"),
+        (
+            "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x, y):\n        return x\n",
+            "ModelNew.forward takes 2",
+        ),
     ],
 )
 def test_missing_or_malformed_model_new(source, message):

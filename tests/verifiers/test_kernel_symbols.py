@@ -27,7 +27,9 @@ def test_an_honest_extension_is_clean():
     listing = nm(
         "at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>, std::optional<c10::Layout>, "
         "std::optional<c10::Device>, std::optional<bool>, std::optional<c10::MemoryFormat>)",
-        "GOMP_parallel@GOMP_4.0", "expf@GLIBC_2.27", "_ZGVeN16v_expf@GLIBC_2.22",
+        "GOMP_parallel@GOMP_4.0",
+        "expf@GLIBC_2.27",
+        "_ZGVeN16v_expf@GLIBC_2.22",
         "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",
         "pybind11::detail::type_caster<at::Tensor, void>::load(pybind11::handle, bool)",
     )
@@ -83,8 +85,10 @@ def test_on_a_real_library_built_here(tmp_path):
         ("cblas_sgemm_batch", "from torch's libraries"),
         ("at::functionalization::impl::to_functional_tensor(at::Tensor const&)", "from torch's libraries"),
         ("torch::aot_inductor::tensor_handle_to_tensor_pointer(AtenTensorOpaque*)", "from torch's libraries"),
-        ("fbgemm::cblas_sgemm_ref(int, int, int, int, float, float const*, float const*, float, float*)",
-         "from torch's libraries"),
+        (
+            "fbgemm::cblas_sgemm_ref(int, int, int, int, float, float const*, float const*, float, float*)",
+            "from torch's libraries",
+        ),
     ],
 )
 def test_torch_kernels_outside_the_dispatcher_are_refused(symbol, words):
@@ -100,11 +104,15 @@ def test_the_aoti_shim_is_refused_even_without_torchs_listing():
 
 def test_what_an_honest_kernel_takes_from_torch_is_allowed():
     symbols = (
-        "Sleef_expf16_u10", "THPVariableClass", "THPVariable_Wrap(at::TensorBase const&)",
-        "float* at::TensorBase::data_ptr<float>() const", "vtable for c10::Error",
+        "Sleef_expf16_u10",
+        "THPVariableClass",
+        "THPVariable_Wrap(at::TensorBase const&)",
+        "float* at::TensorBase::data_ptr<float>() const",
+        "vtable for c10::Error",
         "long c10::detail::maybe_wrap_dim_slow<long>(long, long, bool)",
-        "torch::PyWarningHandler::PyWarningHandler()", "at::internal::invoke_parallel(long, long, long, "
-        "std::function<void (long, long)> const&)", "caffe2::TypeMeta::typeMetaDatas()",
+        "torch::PyWarningHandler::PyWarningHandler()",
+        "at::internal::invoke_parallel(long, long, long, std::function<void (long, long)> const&)",
+        "caffe2::TypeMeta::typeMetaDatas()",
     )
     assert judge_symbols(nm(*symbols), CRITERIA, torch_defined=frozenset(symbols)) == []
 
@@ -120,8 +128,10 @@ def test_this_torch_exports_the_shim_and_blas_the_rule_is_for():
 @pytest.mark.skipif(shutil.which("nm") is None or shutil.which("g++") is None, reason="needs binutils and g++")
 def test_a_real_library_calling_the_aoti_shim(tmp_path):
     src = tmp_path / "k.cpp"
-    src.write_text('#include <stdint.h>\nextern "C" int32_t aoti_torch_cpu_mm_out(void*, void*, void*);\n'
-                   'extern "C" int k(void** p) { return aoti_torch_cpu_mm_out(p[0], p[1], p[2]); }\n')
+    src.write_text(
+        '#include <stdint.h>\nextern "C" int32_t aoti_torch_cpu_mm_out(void*, void*, void*);\n'
+        'extern "C" int k(void** p) { return aoti_torch_cpu_mm_out(p[0], p[1], p[2]); }\n'
+    )
     lib = tmp_path / "k.so"
     subprocess.run(["g++", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
     out = subprocess.run(["nm", "-D", "--undefined-only", "-C", str(lib)], capture_output=True, text=True, check=True)

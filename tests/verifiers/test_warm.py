@@ -47,7 +47,12 @@ def test_a_new_tasks_compile_starts_from_the_first_tasks_cache(backend, tmp_path
 
 
 def test_warm_of_an_unknown_run_is_one_line_exit_2(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "assay.verifiers", "warm", "--run", "no-such-run"],
-                       capture_output=True, text=True, timeout=120, env={"ASSAY_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-m", "assay.verifiers", "warm", "--run", "no-such-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"ASSAY_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "no run 'no-such-run'" in r.stderr

@@ -85,16 +85,25 @@ def submission_built(path: str, roots: list[str] | None = None) -> bool:
 
 
 def sandbox_limits(memory_mb: int, pids: int, timeout_s: float) -> SandboxLimits:
-    return SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb, pids=pids, cpus=float(os.cpu_count() or 2),
-                         output_bytes=16 << 20, background=BACKGROUND["on"] and not background.hurried())
+    return SandboxLimits(
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        pids=pids,
+        cpus=float(os.cpu_count() or 2),
+        output_bytes=16 << 20,
+        background=BACKGROUND["on"] and not background.hurried(),
+    )
 
 
-def open_verification_sandbox(workspace: Path, binds: dict[str, Path], limits: SandboxLimits,
-                              backend: str) -> Sandbox:
+def open_verification_sandbox(workspace: Path, binds: dict[str, Path], limits: SandboxLimits, backend: str) -> Sandbox:
     """A fresh sandbox on `workspace` with every `binds` folder (inside path -> host path) bound
     read-only: the task, the submission, the harness. Nothing from an earlier sandbox is reused."""
-    spec = SandboxSpec(workspace=workspace, limits=limits,
-                       ro_binds=tuple((path, inside) for inside, path in binds.items()), workdir=WORKDIR)
+    spec = SandboxSpec(
+        workspace=workspace,
+        limits=limits,
+        ro_binds=tuple((path, inside) for inside, path in binds.items()),
+        workdir=WORKDIR,
+    )
     sandbox = open_sandbox(spec, backend=None if backend == "auto" else backend)
     if limits.background:
         background.register(sandbox)  # the verification may come to wait on it: see hurry()
@@ -126,24 +135,34 @@ def parse_result(result: ExecResult) -> dict[str, Any] | None:
     for line in reversed(result.stdout.splitlines()):
         if line.startswith(RESULT_MARK):
             try:
-                value = json.loads(line[len(RESULT_MARK):])
+                value = json.loads(line[len(RESULT_MARK) :])
             except ValueError:
                 return None
             return value if isinstance(value, dict) else None
     return None
 
 
-def run_judge(sandbox: Sandbox, script: str, plan: dict[str, Any], timeout: float,
-              env: dict[str, str]) -> tuple[dict[str, Any] | None, ExecResult]:
+def run_judge(
+    sandbox: Sandbox, script: str, plan: dict[str, Any], timeout: float, env: dict[str, str]
+) -> tuple[dict[str, Any] | None, ExecResult]:
     """Run `script` (a path inside the sandbox) in an isolated interpreter with `plan` as JSON on
     stdin; its result is the last RESULT_MARK line it printed."""
     result = sandbox.exec(PYTHON + [script], timeout=timeout, stdin=json.dumps(plan) + "\n", env=env)
     return parse_result(result), result
 
 
-def judge_in_fresh_sandbox(workspace: Path, binds: dict[str, Path], script: str, plan: dict[str, Any], *,
-                           timeout: float, memory_mb: int, pids: int, backend: str,
-                           env: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, ExecResult]:
+def judge_in_fresh_sandbox(
+    workspace: Path,
+    binds: dict[str, Path],
+    script: str,
+    plan: dict[str, Any],
+    *,
+    timeout: float,
+    memory_mb: int,
+    pids: int,
+    backend: str,
+    env: dict[str, str] | None = None,
+) -> tuple[dict[str, Any] | None, ExecResult]:
     """One judge script in a sandbox of its own, closed after: the common case of every stage
     that needs no second process beside it."""
     sandbox = open_verification_sandbox(workspace, binds, sandbox_limits(memory_mb, pids, timeout + 30), backend)

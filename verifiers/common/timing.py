@@ -26,8 +26,11 @@ def median_per_iter(log: list[dict], subject: str, kind: str = "round") -> tuple
 
 def median_cpu_per_iter(rounds: list[dict]) -> float | None:
     """The median CPU seconds per iteration of these rounds (cpu_s), or None."""
-    per = [float(e["cpu_s"]) / int(e["n"]) for e in rounds
-           if isinstance(e.get("cpu_s"), (int, float)) and isinstance(e.get("n"), int) and e["n"] > 0]
+    per = [
+        float(e["cpu_s"]) / int(e["n"])
+        for e in rounds
+        if isinstance(e.get("cpu_s"), (int, float)) and isinstance(e.get("n"), int) and e["n"] > 0
+    ]
     return statistics.median(per) if per else None
 
 
@@ -100,12 +103,16 @@ class Speed:
         if self.speedup >= need:
             return "pass", detail + (f"; taken on a busy machine ({self.busy()})" if self.contended else "")
         if self.contended:
-            return "inconclusive", f"{detail}; inconclusive: the machine was too busy to time ({self.busy()}): verify again when it is quieter"
+            return (
+                "inconclusive",
+                f"{detail}; inconclusive: the machine was too busy to time ({self.busy()}): verify again when it is quieter",
+            )
         return "fail", detail
 
 
-def interleaved_speed(log: list[dict], subject: str, baseline: str, threads: int, min_share: float,
-                      trusted: Iterable[str] | None = None) -> Speed:
+def interleaved_speed(
+    log: list[dict], subject: str, baseline: str, threads: int, min_share: float, trusted: Iterable[str] | None = None
+) -> Speed:
     """The speed of `subject` against `baseline` from one interleaved log."""
     t_base, _ = median_per_iter(log, baseline)
     t_sub, _ = median_per_iter(log, subject)

@@ -21,6 +21,7 @@ Progress = Callable[[str, float], None]
 
 # ---------------------------------------------------------------------------------- timing
 
+
 def _warm_stamp() -> str:
     """What a filled inductor cache was filled under: another torch or other inductor settings
     means its entries may not load, so the task is compiled again."""
@@ -96,17 +97,27 @@ def _compile_in_sandbox(ref: ReferenceRun, ws: Path) -> None:
     plan = {"role": "warm", "task": f"{rt.IN_TASK}/task.py", "init_seed": ref.init_seed}
     if ref.runs:
         first = ref.runs[0]
-        plan.update(init_args=first["init_args"], inputs_file=f"{rt.IN_INPUTS}/run_{first['id']}.safetensors",
-                    inputs=first["inputs"])
+        plan.update(
+            init_args=first["init_args"],
+            inputs_file=f"{rt.IN_INPUTS}/run_{first['id']}.safetensors",
+            inputs=first["inputs"],
+        )
     timeout = lim.import_timeout_s
     sandbox = rt.open_verification_sandbox(
-        ws, {**rt.harness_binds(), rt.IN_TASK: ref.root / "task", rt.IN_INPUTS: ref.inputs_dir},
-        rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30), ref.backend)
+        ws,
+        {**rt.harness_binds(), rt.IN_TASK: ref.root / "task", rt.IN_INPUTS: ref.inputs_dir},
+        rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
+        ref.backend,
+    )
     try:
-        report, res = rt.run_plain(sandbox, plan, timeout, rt.base_env(TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor"))
+        report, res = rt.run_plain(
+            sandbox, plan, timeout, rt.base_env(TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
+        )
     finally:
         sandbox.close()
     if not report or not report.get("ok"):
-        raise UserError(f"torch.compile of the task's Model failed: {(report or {}).get('error') or res.stderr[-1500:]}",
-                        "check that the task compiles with torch.compile on this machine")
+        raise UserError(
+            f"torch.compile of the task's Model failed: {(report or {}).get('error') or res.stderr[-1500:]}",
+            "check that the task compiles with torch.compile on this machine",
+        )
     ref.compile_warm = report

@@ -24,9 +24,14 @@ from assay.verifiers.kernel.reference import ReferenceRun, _say
 
 Progress = Callable[[str, float], None]
 
+
 def _candidate_binds(ref: ReferenceRun, work: Path) -> dict[str, Path]:
-    return {**rt.harness_binds(), rt.IN_CANDIDATE: work / "candidate",
-            rt.IN_INPUTS: ref.inputs_dir, rt.IN_OPWATCH: ref.opwatch_dir}
+    return {
+        **rt.harness_binds(),
+        rt.IN_CANDIDATE: work / "candidate",
+        rt.IN_INPUTS: ref.inputs_dir,
+        rt.IN_OPWATCH: ref.opwatch_dir,
+    }
 
 
 def _candidate_env() -> dict[str, str]:
@@ -39,8 +44,9 @@ def _opwatch_path(ref: ReferenceRun) -> str:
     return f"{rt.IN_OPWATCH}/{so.name}"
 
 
-def _check_run(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, cand_sha: str,
-               progress: Progress | None) -> bool:
+def _check_run(
+    ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, cand_sha: str, progress: Progress | None
+) -> bool:
     crit, lim = ref.criteria, ref.criteria.limits
     ws = work / "check"
     (ws / "out").mkdir(parents=True)
@@ -49,21 +55,40 @@ def _check_run(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, can
     rt.copy_tree(ext_cache, ws / "ext")
     runs = []
     for r in ref.runs:
-        runs.append({
-            "id": r["id"], "inputs_file": f"{rt.IN_INPUTS}/run_{r['id']}.safetensors", "inputs": r["inputs"],
-            "init_args": r["init_args"], "reuse_buffers_of": r["reuse_buffers_of"],
-            "out_file": f"{rt.WORKDIR}/out/run_{r['id']}.safetensors",
-            "poison": [{"shape": o["shape"], "dtype": o["dtype"]} for o in r["outputs"]],
-        })
-    worker_plan = {"role": "check", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref),
-                   "init_seed": ref.init_seed, "runs": runs}
-    plan = {"mode": "check", "candidate": rt.worker_spec(worker_plan, _candidate_env()),
-            "settle_s": crit.settle.seconds, "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(), "limits": _limits(crit)}
+        runs.append(
+            {
+                "id": r["id"],
+                "inputs_file": f"{rt.IN_INPUTS}/run_{r['id']}.safetensors",
+                "inputs": r["inputs"],
+                "init_args": r["init_args"],
+                "reuse_buffers_of": r["reuse_buffers_of"],
+                "out_file": f"{rt.WORKDIR}/out/run_{r['id']}.safetensors",
+                "poison": [{"shape": o["shape"], "dtype": o["dtype"]} for o in r["outputs"]],
+            }
+        )
+    worker_plan = {
+        "role": "check",
+        "candidate": f"{rt.IN_CANDIDATE}/candidate.py",
+        "opwatch": _opwatch_path(ref),
+        "init_seed": ref.init_seed,
+        "runs": runs,
+    }
+    plan = {
+        "mode": "check",
+        "candidate": rt.worker_spec(worker_plan, _candidate_env()),
+        "settle_s": crit.settle.seconds,
+        "candidate_roots": rt.CANDIDATE_ROOTS,
+        "trusted_roots": rt.trusted_roots(),
+        "limits": _limits(crit),
+    }
     timeout = _check_timeout(ref)
     _say(progress, "building and checking the candidate", 0.2)
-    sandbox = rt.open_verification_sandbox(ws, _candidate_binds(ref, work),
-                                           rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
-                                           ref.backend)
+    sandbox = rt.open_verification_sandbox(
+        ws,
+        _candidate_binds(ref, work),
+        rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
+        ref.backend,
+    )
     try:
         result, res = rt.run_supervised(sandbox, plan, timeout, _candidate_env())
         metrics["check_wall_s"] = round(res.duration_s, 3)
@@ -102,11 +127,20 @@ def _judge_settle(ref: ReferenceRun, checks: Checks, log: list) -> None:
             continue
         label = labels.get(s["run"], f"run {s['run']}")
         if s.get("extra_processes"):
-            checks.fail("no_work_after_return", f"{label}: {len(s['extra_processes'])} process(es) of the candidate still alive after forward returned")
+            checks.fail(
+                "no_work_after_return",
+                f"{label}: {len(s['extra_processes'])} process(es) of the candidate still alive after forward returned",
+            )
         if s.get("settle_s") and float(s.get("settle_cpu_s", 0)) > crit.settle.max_cpu_fraction * float(s["settle_s"]):
-            checks.fail("no_work_after_return", f"{label}: the candidate used {float(s['settle_cpu_s']):.2f} s of CPU in the {float(s['settle_s']):.2f} s after forward returned")
+            checks.fail(
+                "no_work_after_return",
+                f"{label}: the candidate used {float(s['settle_cpu_s']):.2f} s of CPU in the {float(s['settle_s']):.2f} s after forward returned",
+            )
         if int(s.get("py_threads") or 0) > 0:
-            checks.fail("no_work_after_return", f"{label}: {s['py_threads']} thread(s) the candidate started were running when forward returned")
+            checks.fail(
+                "no_work_after_return",
+                f"{label}: {s['py_threads']} thread(s) the candidate started were running when forward returned",
+            )
 
 
 def _label(run: dict) -> str:
@@ -115,10 +149,15 @@ def _label(run: dict) -> str:
 
 def _limits(crit: Criteria) -> dict:
     lim = crit.limits
-    return {"import_timeout_s": lim.import_timeout_s, "forward_timeout_s": lim.forward_timeout_s,
-            "memory_mb": lim.memory_mb, "max_processes": lim.max_processes,
-            "build_max_processes": lim.build_max_processes, "build_memory_mb": lim.build_memory_mb,
-            "output_bytes": lim.output_bytes}
+    return {
+        "import_timeout_s": lim.import_timeout_s,
+        "forward_timeout_s": lim.forward_timeout_s,
+        "memory_mb": lim.memory_mb,
+        "max_processes": lim.max_processes,
+        "build_max_processes": lim.build_max_processes,
+        "build_memory_mb": lim.build_memory_mb,
+        "output_bytes": lim.output_bytes,
+    }
 
 
 def _symbols(sandbox, mapped: list[str], hidden: bool, checks: Checks, crit: Criteria) -> None:
@@ -166,11 +205,16 @@ def _judge_ctypes(checks: Checks, report: dict, when: str = "") -> None:
             what = f"{name} ({os.path.basename(path)})" if name else f"the library {os.path.basename(path)}"
             (torch_fns if "/torch/" in path else other_fns).append(what)
     if torch_fns:
-        checks.fail("no_torch_compute", f"{when}the candidate reached torch's own libraries through ctypes (their C "
-                    f"functions run kernels with no dispatcher and no op record): {', '.join(torch_fns[:6])}")
+        checks.fail(
+            "no_torch_compute",
+            f"{when}the candidate reached torch's own libraries through ctypes (their C "
+            f"functions run kernels with no dispatcher and no op record): {', '.join(torch_fns[:6])}",
+        )
     if other_fns:
-        checks.fail("extension_symbols", f"{when}the candidate reached libraries it did not build through ctypes: "
-                    f"{', '.join(other_fns[:6])}")
+        checks.fail(
+            "extension_symbols",
+            f"{when}the candidate reached libraries it did not build through ctypes: {', '.join(other_fns[:6])}",
+        )
 
 
 def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, report: dict, log: list) -> None:
@@ -196,7 +240,9 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
                     key = op + (" (on another thread)" if src == "foreign_ops" else "")
                     bad_ops[key] = bad_ops.get(key, 0) + int(n)
         if rec.get("output_type") or rec.get("not_plain"):
-            checks.fail("plain_tensor_output", f"{label}: forward returned {rec.get('output_type')}, not a plain torch.Tensor")
+            checks.fail(
+                "plain_tensor_output", f"{label}: forward returned {rec.get('output_type')}, not a plain torch.Tensor"
+            )
             continue
         if rec.get("bad_device"):
             checks.fail("plain_tensor_output", f"{label}: output on {rec['bad_device']}, not a dense CPU tensor")
@@ -224,11 +270,15 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
             wrong.append(f"{label}: {len(shapes)} output(s) instead of {len(want_list)}")
             continue
         if len(dtypes) != len(shapes):
-            checks.fail("harness_integrity", f"{label}: the worker recorded {len(dtypes)} dtypes for {len(shapes)} outputs")
+            checks.fail(
+                "harness_integrity", f"{label}: the worker recorded {len(dtypes)} dtypes for {len(shapes)} outputs"
+            )
             continue
-        mismatch = [f"output {j}: shape {sh} {dt} instead of {list(w.shape)} {str(w.dtype).removeprefix('torch.')}"
-                    for j, (sh, dt, w) in enumerate(zip(shapes, dtypes, want_list, strict=True))
-                    if list(sh) != list(w.shape) or dt != str(w.dtype).removeprefix("torch.")]
+        mismatch = [
+            f"output {j}: shape {sh} {dt} instead of {list(w.shape)} {str(w.dtype).removeprefix('torch.')}"
+            for j, (sh, dt, w) in enumerate(zip(shapes, dtypes, want_list, strict=True))
+            if list(sh) != list(w.shape) or dt != str(w.dtype).removeprefix("torch.")
+        ]
         if mismatch:
             wrong.append(f"{label} " + "; ".join(mismatch))
             continue
@@ -238,8 +288,10 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
             checks.fail("harness_integrity", f"{label}: the candidate's output file is missing or malformed")
             continue
         got_list = [got.get(f"out_{j}") for j in range(len(want_list))]
-        if len(got) != len(want_list) or any(g is None or tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype
-                                             for g, w in zip(got_list, want_list, strict=True)):
+        if len(got) != len(want_list) or any(
+            g is None or tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype
+            for g, w in zip(got_list, want_list, strict=True)
+        ):
             checks.fail("harness_integrity", f"{label}: the output file does not hold what the worker reported")
             continue
         expected[rid], outputs[rid] = want_list, got_list
@@ -259,12 +311,19 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
                     continue
                 # A replay hands back a real answer: one that was right for another input.
                 if same_values(g, outputs[earlier][j], crit) or same_values(g, expected[earlier][j], crit):
-                    how = "same input memory, new values" if run.get("reuse_buffers_of") == earlier else "different inputs"
+                    how = (
+                        "same input memory, new values"
+                        if run.get("reuse_buffers_of") == earlier
+                        else "different inputs"
+                    )
                     replays.append(f"{label} returned the output of run {earlier} ({how})")
                     break
     if report.get("compilers"):
-        checks.fail("no_torch_compute", f"the candidate ran torch's compiler ({', '.join(map(str, report['compilers']))} "
-                    "loaded): its kernel would be torch's, not its own")
+        checks.fail(
+            "no_torch_compute",
+            f"the candidate ran torch's compiler ({', '.join(map(str, report['compilers']))} "
+            "loaded): its kernel would be torch's, not its own",
+        )
     _judge_ctypes(checks, report)
     if bad_ops:
         shown = ", ".join(f"{op} x{n}" for op, n in sorted(bad_ops.items(), key=lambda kv: -kv[1])[:8])
@@ -281,23 +340,32 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
     n_trials = sum(1 for r in ref.runs if r["kind"] == "trial")
     n_shapes = len(ref.runs) - n_trials
     if wrong_trials or wrong_shapes:
-        checks.fail("correctness", f"{len(wrong_trials) + len(wrong_shapes)} of {len(ref.runs)} runs wrong: "
-                    + "; ".join((wrong_trials + wrong_shapes)[:4]))
+        checks.fail(
+            "correctness",
+            f"{len(wrong_trials) + len(wrong_shapes)} of {len(ref.runs)} runs wrong: "
+            + "; ".join((wrong_trials + wrong_shapes)[:4]),
+        )
     else:
         checks.ok("correctness", f"{n_trials} trials and {n_shapes} other shapes match (max abs error {max_err:.3g})")
     if wrong_shapes:
         checks.fail("other_shapes", "; ".join(wrong_shapes[:3]))
     else:
-        checks.ok("other_shapes", ref.shapes_note or f"{n_shapes} other shapes match: "
-                  + ", ".join(_shape_label(r) for r in ref.runs if r["kind"] == "shape"))
+        checks.ok(
+            "other_shapes",
+            ref.shapes_note
+            or f"{n_shapes} other shapes match: "
+            + ", ".join(_shape_label(r) for r in ref.runs if r["kind"] == "shape"),
+        )
     if replays:
         checks.fail("no_replay", "; ".join(replays[:4]))
     else:
         checks.ok("no_replay", "every run's output belongs to its own inputs")
-    for name, detail in (("plain_tensor_output", "every output is a plain CPU torch.Tensor"),
-                         ("no_alias", "outputs share memory with no input and no earlier output"),
-                         ("no_input_mutation", "inputs unchanged by forward"),
-                         ("no_work_after_return", "nothing ran after forward returned")):
+    for name, detail in (
+        ("plain_tensor_output", "every output is a plain CPU torch.Tensor"),
+        ("no_alias", "outputs share memory with no input and no earlier output"),
+        ("no_input_mutation", "inputs unchanged by forward"),
+        ("no_work_after_return", "nothing ran after forward returned"),
+    ):
         checks.ok(name, detail)
     metrics["max_abs_error"] = max_err
     metrics["runs"] = len(ref.runs)
@@ -310,7 +378,7 @@ def _shape_label(run: dict) -> str:
 
 def _nbytes(spec: dict) -> int:
 
-    size = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2}.get(spec["dtype"], 8)
+    size = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2}.get(
+        spec["dtype"], 8
+    )
     return math.prod(spec["shape"]) * size
-
-

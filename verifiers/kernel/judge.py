@@ -18,8 +18,12 @@ from assay.verifiers.common.timing import cpu_share as _cpu_share
 from assay.verifiers.common.timing import median_cpu_per_iter, median_per_iter, scaling  # noqa: F401  (the stages take them from here)
 from assay.verifiers.kernel.criteria import Criteria
 
-POISON_BITS = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
-               "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
+POISON_BITS = {
+    "float32": ("int32", 0x7FC0FFEE),
+    "float64": ("int64", 0x7FF8DEADBEEFF00D),
+    "float16": ("int16", 0x7E5A),
+    "bfloat16": ("int16", 0x7FDA),
+}
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Checks:
 
 
 # ------------------------------------------------------------------ reading sandbox files
+
 
 def read_inside(root: Path, relative: str, max_bytes: int) -> bytes | None:
     """A file under `root` written by a sandbox, opened component by component without
@@ -113,6 +118,7 @@ def load_tensors(root: Path, relative: str, max_bytes: int) -> dict | None:
 
 # ------------------------------------------------------------------------------ tensors
 
+
 def _dtype(t) -> str:
     return str(t.dtype).removeprefix("torch.")
 
@@ -148,7 +154,11 @@ def compare(got, want, criteria: Criteria) -> tuple[bool, str, float]:
         bad = bad.any(-1)  # a complex element is off when either of its parts is
     if bool(bad.any()):
         n = int(bad.sum())
-        return False, f"{n} of {bad.numel()} elements off (max abs error {max_err:.3g}, atol {tol.atol:g}, rtol {tol.rtol:g})", max_err
+        return (
+            False,
+            f"{n} of {bad.numel()} elements off (max abs error {max_err:.3g}, atol {tol.atol:g}, rtol {tol.rtol:g})",
+            max_err,
+        )
     return True, "", max_err
 
 
@@ -186,7 +196,9 @@ def judge_lifecycle(checks: Checks, result: dict | None, res, stage: str) -> boo
         return False
     if result is None:
         tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        checks.fail("no_crash", f"the {stage} sandbox ended without a result (exit {res.exit_code}): {' | '.join(tail)}")
+        checks.fail(
+            "no_crash", f"the {stage} sandbox ended without a result (exit {res.exit_code}): {' | '.join(tail)}"
+        )
         return False
     stop = result.get("stop")
     if not stop:
@@ -196,8 +208,10 @@ def judge_lifecycle(checks: Checks, result: dict | None, res, stage: str) -> boo
     why, phase, who = str(stop.get("why")), str(stop.get("phase")), str(stop.get("who", "candidate"))
     detail = str(stop.get("detail", ""))[:1500]
     if who != "candidate":
-        checks.fail("timing_integrity", f"the trusted {who} worker failed during {phase}: {why} {detail}".strip()
-                    + _stderr(result, who))
+        checks.fail(
+            "timing_integrity",
+            f"the trusted {who} worker failed during {phase}: {why} {detail}".strip() + _stderr(result, who),
+        )
         return False
     if why == "error":
         err = result.get("error") if isinstance(result.get("error"), dict) else {}
@@ -212,11 +226,17 @@ def judge_lifecycle(checks: Checks, result: dict | None, res, stage: str) -> boo
     if why == "exit":
         status = ((result.get("workers") or {}).get("candidate") or {}).get("exit") or {}
         if "code" in status:
-            checks.fail("no_early_exit", f"the candidate's process exited with code {status['code']} during {phase}"
-                        + _stderr(result, "candidate"))
+            checks.fail(
+                "no_early_exit",
+                f"the candidate's process exited with code {status['code']} during {phase}"
+                + _stderr(result, "candidate"),
+            )
         else:
-            checks.fail("no_crash", f"the candidate's process died of {status.get('signal', 'a signal')} during {phase}"
-                        + _stderr(result, "candidate"))
+            checks.fail(
+                "no_crash",
+                f"the candidate's process died of {status.get('signal', 'a signal')} during {phase}"
+                + _stderr(result, "candidate"),
+            )
         return False
     if why in KILL_WORDS:
         checks.fail("within_limits", f"{KILL_WORDS[why]} during {phase}: {detail}")
@@ -244,8 +264,11 @@ def inconclusive(checks: list, metrics: dict) -> bool:
     """Whether a failed verdict failed only on speed, measured on a machine too busy to time it
     (`timing_contended`): a release pipeline retries that on a quieter machine (exit code 3)
     instead of taking it for a slow kernel. Checks as dicts or as Check objects."""
-    failed = {(c.get("name") if isinstance(c, dict) else c.name) for c in checks
-              if not (c.get("passed") if isinstance(c, dict) else c.passed)}
+    failed = {
+        (c.get("name") if isinstance(c, dict) else c.name)
+        for c in checks
+        if not (c.get("passed") if isinstance(c, dict) else c.passed)
+    }
     return failed == {"speed"} and (metrics or {}).get("timing_contended") is True
 
 

@@ -68,14 +68,19 @@ def outcome_of(report: dict) -> Outcome:
     metrics = dict(report["metrics"])
     word = "pass" if report["passed"] else "inconclusive" if report["inconclusive"] else "fail"
     speed = metrics.get("speedup_vs_eager")
-    bars = [Bar(label=k.removeprefix("speedup_vs_"), value=float(v), metric=k) for k, v in metrics.items()
-            if k.startswith("speedup_vs_") and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    bars = [
+        Bar(label=k.removeprefix("speedup_vs_"), value=float(v), metric=k)
+        for k, v in metrics.items()
+        if k.startswith("speedup_vs_") and isinstance(v, (int, float)) and not isinstance(v, bool)
+    ]
     return Outcome(
         outcome=word,
         reasons=list(report["reasons"]),
         checks=[Check.model_validate(c) for c in report["checks"]],
         metrics=metrics,
-        headline=Headline(name="speedup vs eager", value=float(speed), unit="x") if isinstance(speed, (int, float)) else None,
+        headline=Headline(name="speedup vs eager", value=float(speed), unit="x")
+        if isinstance(speed, (int, float))
+        else None,
         figures=Figures(title=CHART, bars=bars) if bars else None,
         criteria_hash=report["criteria_sha256"],
         task_hash=report["task_sha256"],

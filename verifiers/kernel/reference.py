@@ -29,6 +29,7 @@ Progress = Callable[[str, float], None]
 
 # ------------------------------------------------------------------------------ the task
 
+
 @dataclass(frozen=True)
 class TaskInfo:
     source: str
@@ -55,13 +56,16 @@ def inspect_task(source: str, criteria: Criteria, path: str | Path = "task") -> 
     names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
     if missing:
-        raise UserError(f"task {path} defines no {', '.join(missing)}",
-                        "a KernelBench task defines class Model(nn.Module), get_inputs() and get_init_inputs()")
+        raise UserError(
+            f"task {path} defines no {', '.join(missing)}",
+            "a KernelBench task defines class Model(nn.Module), get_inputs() and get_init_inputs()",
+        )
     sizes = size_constants(tree, criteria.correctness.min_size_constant)
     return TaskInfo(source, hashlib.sha256(source.encode()).hexdigest(), sizes)
 
 
 # ------------------------------------------------------------------------- the reference
+
 
 @dataclass
 class ReferenceRun:
@@ -104,8 +108,12 @@ class ReferenceRun:
         self.close()
 
 
-def warm_task(task_path: str | Path, criteria: Criteria | str = "kernel-default", backend: str = "auto",
-              cache_dir: Path | None = None) -> None:
+def warm_task(
+    task_path: str | Path,
+    criteria: Criteria | str = "kernel-default",
+    backend: str = "auto",
+    cache_dir: Path | None = None,
+) -> None:
     """Fill the verifier's caches for a task before any candidate exists: the op recorder and
     torch.compile's inductor cache of the task's Model. The runtime starts this beside the agent,
     at the lowest CPU priority, so a first verification finds both built (or waits on the lock of
@@ -124,7 +132,9 @@ def warm_task(task_path: str | Path, criteria: Criteria | str = "kernel-default"
             save_tensor_names()
             _task_folder(root, task)
             (root / "reference" / "inputs").mkdir(parents=True)
-            ref = ReferenceRun(Path(task_path), task, crit, backend, cache_dir, root, secrets.randbits(62), [], "", None)
+            ref = ReferenceRun(
+                Path(task_path), task, crit, backend, cache_dir, root, secrets.randbits(62), [], "", None
+            )
             _compile_warm(ref, None)
             opwatch.result()
     finally:
@@ -137,8 +147,13 @@ def _say(progress: Progress | None, stage: str, fraction: float) -> None:
         progress(stage, fraction)
 
 
-def prepare_reference(task_path: str | Path, criteria: Criteria | str = "kernel-default", backend: str = "auto",
-                      cache_dir: Path | None = None, progress: Progress | None = None) -> ReferenceRun:
+def prepare_reference(
+    task_path: str | Path,
+    criteria: Criteria | str = "kernel-default",
+    backend: str = "auto",
+    cache_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> ReferenceRun:
     """Run the task's Model on fresh secret inputs in a sandbox. Several candidates may be
     verified against one ReferenceRun (each in its own sandboxes)."""
     crit = load_criteria(criteria) if isinstance(criteria, str) else criteria
@@ -203,30 +218,44 @@ def _reference(task_path, task, crit, backend, cache_dir, root, opwatch_dir, pro
     c = crit.correctness
     trials = [{"id": i, "kind": "trial", "seed": rng.getrandbits(62), "overrides": {}} for i in range(c.trials)]
     variants = shape_variants(task.sizes, c.other_shapes + 1, rng) if task.sizes else []
-    shaped = [{"id": c.trials + k, "kind": "shape", "seed": rng.getrandbits(62), "overrides": v}
-              for k, v in enumerate(variants)]
-    plan = {"role": "reference", "task": f"{rt.IN_TASK}/task.py", "init_seed": init_seed,
-            "runs": trials + shaped, "inputs_dir": f"{rt.WORKDIR}/inputs", "expected_dir": f"{rt.WORKDIR}/expected"}
+    shaped = [
+        {"id": c.trials + k, "kind": "shape", "seed": rng.getrandbits(62), "overrides": v}
+        for k, v in enumerate(variants)
+    ]
+    plan = {
+        "role": "reference",
+        "task": f"{rt.IN_TASK}/task.py",
+        "init_seed": init_seed,
+        "runs": trials + shaped,
+        "inputs_dir": f"{rt.WORKDIR}/inputs",
+        "expected_dir": f"{rt.WORKDIR}/expected",
+    }
     lim = crit.limits
     timeout = lim.import_timeout_s + len(plan["runs"]) * lim.forward_timeout_s
     _say(progress, "reference runs", 0.08)
     sandbox = rt.open_verification_sandbox(
-        ws, {**rt.harness_binds(), rt.IN_TASK: root / "task"},
-        rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30), backend)
+        ws,
+        {**rt.harness_binds(), rt.IN_TASK: root / "task"},
+        rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
+        backend,
+    )
     try:
         report, res = rt.run_plain(sandbox, plan, timeout, rt.base_env())
     finally:
         sandbox.close()
     if report is None or "runs" not in report:
         why = res.killed or (report or {}).get("error") or (res.stderr or res.stdout)[-1500:]
-        raise UserError(f"the task's reference did not run in the sandbox: {why}",
-                        "run the task file on its own and fix it")
+        raise UserError(
+            f"the task's reference did not run in the sandbox: {why}", "run the task file on its own and fix it"
+        )
     done = {r["id"]: r for r in report["runs"] if isinstance(r, dict) and "id" in r}
     for t in trials:
         r = done.get(t["id"], {})
         if not r.get("ok"):
-            raise UserError(f"the task's Model fails on its own inputs: {r.get('error', 'no result')}",
-                            "fix the task so Model(*get_init_inputs())(*get_inputs()) runs")
+            raise UserError(
+                f"the task's Model fails on its own inputs: {r.get('error', 'no result')}",
+                "fix the task so Model(*get_init_inputs())(*get_inputs()) runs",
+            )
         t.update(r)
     good_shapes = []
     for s in shaped:
@@ -257,5 +286,3 @@ def _check_order(trials: list[dict], shapes: list[dict]) -> list[dict]:
             order.append(dict(shapes.pop(0), reuse_buffers_of=None))
     order.extend(dict(s, reuse_buffers_of=None) for s in shapes)
     return order
-
-

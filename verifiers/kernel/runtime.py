@@ -65,14 +65,14 @@ def candidate_built(path: str) -> bool:
 
 
 def run_plain(sandbox: Sandbox, plan: dict, timeout: float, env: dict[str, str]) -> tuple[dict | None, ExecResult]:
-    result = sandbox.exec(PYTHON + [f"{IN_HARNESS}/worker.py", "--plain"], timeout=timeout,
-                          stdin=json.dumps(plan) + "\n", env=env)
+    result = sandbox.exec(
+        PYTHON + [f"{IN_HARNESS}/worker.py", "--plain"], timeout=timeout, stdin=json.dumps(plan) + "\n", env=env
+    )
     return parse_result(result), result
 
 
 def run_supervised(sandbox: Sandbox, plan: dict, timeout: float, env: dict[str, str]) -> tuple[dict | None, ExecResult]:
-    result = sandbox.exec(PYTHON + [f"{IN_HARNESS}/supervisor.py"], timeout=timeout,
-                          stdin=json.dumps(plan), env=env)
+    result = sandbox.exec(PYTHON + [f"{IN_HARNESS}/supervisor.py"], timeout=timeout, stdin=json.dumps(plan), env=env)
     return parse_result(result), result
 
 
@@ -81,6 +81,7 @@ def worker_spec(plan: dict, env: dict[str, str]) -> dict:
 
 
 # ------------------------------------------------------------------------- the op recorder
+
 
 def _torch_version() -> str:
     from importlib.metadata import version
@@ -137,6 +138,8 @@ def opwatch_library(cache_dir: Path, backend: str) -> Path:
             sandbox.close()
         if parse_result(result) is None or not built.is_file():
             tail = (result.stderr or result.stdout)[-2000:]
-            raise UserError(f"the verifier's op recorder did not build in the sandbox: {tail.strip()}",
-                            "check that g++ and torch's headers are present (the sandbox binds /usr and the venv)")
+            raise UserError(
+                f"the verifier's op recorder did not build in the sandbox: {tail.strip()}",
+                "check that g++ and torch's headers are present (the sandbox binds /usr and the venv)",
+            )
     return built.parent

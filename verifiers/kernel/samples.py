@@ -92,8 +92,13 @@ def classify(samples: list) -> tuple[dict[str, int], dict[tuple[str, str], int],
     files: dict[tuple[str, str], int] = {}
     malformed, unresolved = [], set()
     for entry in samples:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], int) and isinstance(entry[2], int)
-                and entry[2] > 0):
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 3
+            and isinstance(entry[1], int)
+            and isinstance(entry[2], int)
+            and entry[2] > 0
+        ):
             malformed.append(str(entry)[:80])
             continue
         path, offset, count = str(entry[0]), entry[1], entry[2]
@@ -135,9 +140,14 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
     unplaced = _positive(rec.get("ended_ms")) / 1e3 / interval_s if interval_s else 0.0
     whole = total + unplaced
     torch_s = (classes["torch"] + unplaced) * interval_s / calls if calls else 0.0
-    summary = {"intervals": total, **{k: round(v / total, 3) if total else 0.0 for k, v in classes.items()},
-               "files": _top_files(files, total), "cpu_ms": cpu_ms, "sampled_ms": sampled_ms,
-               "unplaced": round(unplaced / whole, 3) if whole else 0.0}
+    summary = {
+        "intervals": total,
+        **{k: round(v / total, 3) if total else 0.0 for k, v in classes.items()},
+        "files": _top_files(files, total),
+        "cpu_ms": cpu_ms,
+        "sampled_ms": sampled_ms,
+        "unplaced": round(unplaced / whole, 3) if whole else 0.0,
+    }
     if unresolved:
         summary["unresolved"] = [f"symbols of {name} unreadable" for name in unresolved]  # counted as torch's
     if calls and eager_cpu_s:
@@ -148,22 +158,32 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
     limit = crit.timing.max_torch_cpu_share
     if classes["foreign"] / total > limit:
         where = ", ".join(f"{n} x{k}" for (kind, n), k in files.items() if kind == "foreign")
-        checks.fail("extension_symbols", f"while timed, {classes['foreign'] / total:.0%} of the candidate's CPU time ran in "
-                    f"numeric libraries it did not build ({where})")
+        checks.fail(
+            "extension_symbols",
+            f"while timed, {classes['foreign'] / total:.0%} of the candidate's CPU time ran in "
+            f"numeric libraries it did not build ({where})",
+        )
     share = (classes["torch"] + unplaced) / whole
     vs_eager = torch_s / eager_cpu_s if calls and eager_cpu_s else 0.0
     floor_s = crit.timing.torch_cpu_floor_us / 1e6
     if (share > limit or vs_eager > limit) and (not calls or torch_s > floor_s):
         mine = sorted(((n, k) for (kind, n), k in files.items() if kind == "torch"), key=lambda nk: -nk[1])
         where = ", ".join(f"{name} x{n}" for name, n in mine[:4]) or "none"
-        unseen = (f"; {unplaced / whole:.0%} ran on threads that started and ended inside a round, where the sampler "
-                  f"could not see it, counted as torch's: {share:.0%} in all" if unplaced else "")
-        checks.fail("no_torch_compute", f"while timed, the candidate's threads ran in torch's own code for "
-                    f"{classes['torch'] / whole:.0%} of their CPU time{unseen}, {1e3 * torch_s:.3f} "
-                    f"ms a call ({vs_eager:.0%} of eager's CPU time a call; at most {limit:.0%} of either allowed; "
-                    f"samples in {where}): torch's kernels, reached without the dispatcher. Own build "
-                    f"{classes['own'] / whole:.0%}, OpenMP runtime {classes['openmp'] / whole:.0%}, Sleef "
-                    f"{classes['sleef'] / whole:.0%}")
+        unseen = (
+            f"; {unplaced / whole:.0%} ran on threads that started and ended inside a round, where the sampler "
+            f"could not see it, counted as torch's: {share:.0%} in all"
+            if unplaced
+            else ""
+        )
+        checks.fail(
+            "no_torch_compute",
+            f"while timed, the candidate's threads ran in torch's own code for "
+            f"{classes['torch'] / whole:.0%} of their CPU time{unseen}, {1e3 * torch_s:.3f} "
+            f"ms a call ({vs_eager:.0%} of eager's CPU time a call; at most {limit:.0%} of either allowed; "
+            f"samples in {where}): torch's kernels, reached without the dispatcher. Own build "
+            f"{classes['own'] / whole:.0%}, OpenMP runtime {classes['openmp'] / whole:.0%}, Sleef "
+            f"{classes['sleef'] / whole:.0%}",
+        )
 
 
 def _top_files(files: dict[tuple[str, str], int], total: int, n: int = 6) -> list[list]:

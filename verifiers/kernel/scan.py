@@ -37,62 +37,158 @@ SCAN_CHECKS = (
     "source_no_harness_tampering",
 )
 
-DYNAMIC_CALLS = {"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
-                 "setattr", "delattr"}
+DYNAMIC_CALLS = {
+    "eval",
+    "exec",
+    "compile",
+    "__import__",
+    "globals",
+    "locals",
+    "vars",
+    "breakpoint",
+    "setattr",
+    "delattr",
+}
 SYSTEM_CALLS = {"exit", "quit", "input", "help"}
 # Paths a kernel has no business naming: other processes and file descriptors (the harness's
 # pipes among them), the verifier's mounts and result files.
-SENSITIVE_PATHS = re.compile(r"/proc\b|/dev/(fd|std|shm|tty|pts|mem|kmsg)|/sys/|^/assay|[\"' ]/assay/|/workspace/out|@@ASSAY")
+SENSITIVE_PATHS = re.compile(
+    r"/proc\b|/dev/(fd|std|shm|tty|pts|mem|kmsg)|/sys/|^/assay|[\"' ]/assay/|/workspace/out|@@ASSAY"
+)
 # ctypes reaches raw memory and foreign libraries; a candidate needs only its own library.
-CTYPES_DENIED = {"pythonapi", "PyDLL", "pydll", "memmove", "memset", "string_at", "wstring_at", "cast",
-                 "util", "CFUNCTYPE", "PYFUNCTYPE", "WINFUNCTYPE", "addressof", "pointer", "byref",
-                 "from_address", "from_buffer", "in_dll", "dlopen", "RTLD_GLOBAL", "_dlopen", "_SimpleCData"}
+CTYPES_DENIED = {
+    "pythonapi",
+    "PyDLL",
+    "pydll",
+    "memmove",
+    "memset",
+    "string_at",
+    "wstring_at",
+    "cast",
+    "util",
+    "CFUNCTYPE",
+    "PYFUNCTYPE",
+    "WINFUNCTYPE",
+    "addressof",
+    "pointer",
+    "byref",
+    "from_address",
+    "from_buffer",
+    "in_dll",
+    "dlopen",
+    "RTLD_GLOBAL",
+    "_dlopen",
+    "_SimpleCData",
+}
 CTYPES_LOADERS = {"CDLL", "cdll", "LoadLibrary"}
 # torch entry points that make torch write or run the kernel (compilers, op registries, the
 # C core): refused even in ModelNew.__init__, where building parameters is otherwise free.
-NEVER_TORCH = {"compile", "jit", "fx", "export", "_dynamo", "_inductor", "library", "ops", "_C", "_ops",
-               "autograd", "hub", "package", "_higher_order_ops", "_prims", "_refs", "_decomp", "backends"}
+NEVER_TORCH = {
+    "compile",
+    "jit",
+    "fx",
+    "export",
+    "_dynamo",
+    "_inductor",
+    "library",
+    "ops",
+    "_C",
+    "_ops",
+    "autograd",
+    "hub",
+    "package",
+    "_higher_order_ops",
+    "_prims",
+    "_refs",
+    "_decomp",
+    "backends",
+}
 # Other modules torch's own modules hold as attributes (torch.sys, torch.os,
 # torch.utils.cpp_extension.subprocess, torch.nn.functional.np...): a way around the import
 # list (torch.sys.modules reaches every module loaded), refused anywhere in a torch path.
-TORCH_REEXPORTS = {"builtins", "ctypes", "functools", "glob", "importlib", "inspect", "math", "os", "platform",
-                   "sys", "textwrap", "threading", "warnings", "dataclasses", "np", "collections", "copy",
-                   "errno", "logging", "re", "setuptools", "shlex", "shutil", "subprocess", "sysconfig", "types",
-                   "copyreg", "weakref"}
+TORCH_REEXPORTS = {
+    "builtins",
+    "ctypes",
+    "functools",
+    "glob",
+    "importlib",
+    "inspect",
+    "math",
+    "os",
+    "platform",
+    "sys",
+    "textwrap",
+    "threading",
+    "warnings",
+    "dataclasses",
+    "np",
+    "collections",
+    "copy",
+    "errno",
+    "logging",
+    "re",
+    "setuptools",
+    "shlex",
+    "shutil",
+    "subprocess",
+    "sysconfig",
+    "types",
+    "copyreg",
+    "weakref",
+}
 
 CPP_DYNAMIC = [
     (r"\bdl(open|sym|vsym|mopen|addr1?|info|_iterate_phdr)\b", "loads symbols at run time ({0})"),
     # The loaded libraries' ELF tables, walked by hand: how a shim function is found with no dl* call.
-    (r"\b(_r_debug|r_debug|link_map|ElfW|Elf(32|64)_\w+|DT_(SYMTAB|STRTAB|GNU_HASH|HASH)|PT_DYNAMIC)\b|"
-     r"#\s*include\s*<(link|elf)\.h>", "reads the loaded libraries' ELF tables ({0})"),
+    (
+        r"\b(_r_debug|r_debug|link_map|ElfW|Elf(32|64)_\w+|DT_(SYMTAB|STRTAB|GNU_HASH|HASH)|PT_DYNAMIC)\b|"
+        r"#\s*include\s*<(link|elf)\.h>",
+        "reads the loaded libraries' ELF tables ({0})",
+    ),
     # torch's kernels as C functions (AOTInductor's shim): no dispatcher, so no op record.
     (r"\baoti_torch_\w*", "calls torch's C kernel shim ({0})"),
     (r"\bTORCH_LIBRARY(_IMPL|_FRAGMENT)?\b", "registers torch operators ({0})"),
     (r"RecordFunction|enableRecordFunction|\b(add|remove|clear)\w*Callbacks?\b", "touches torch's op recording ({0})"),
-    (r"DispatchKey|ExcludeDispatchKeyGuard|AutoDispatch|\bredispatch\b|\bDispatcher\b", "steers torch's dispatcher ({0})"),
-    (r"\bnative\s*::|\b_ops\s*::|\b(cpu|compositeexplicitautograd|compositeimplicitautograd)\s*::",
-     "calls a torch kernel directly ({0})"),
+    (
+        r"DispatchKey|ExcludeDispatchKeyGuard|AutoDispatch|\bredispatch\b|\bDispatcher\b",
+        "steers torch's dispatcher ({0})",
+    ),
+    (
+        r"\bnative\s*::|\b_ops\s*::|\b(cpu|compositeexplicitautograd|compositeimplicitautograd)\s*::",
+        "calls a torch kernel directly ({0})",
+    ),
     (r"##", "pastes tokens in a macro ({0}), which hides names from this scan"),
     (r"#\s*define\s+\w+(\([^)]*\))?[^\n]*::", "defines a macro over a namespace ({0})"),
     (r"\b(__asm__|asm)\s*(volatile\s*)?\(", "inline assembly ({0})"),
     (r"\bPy(Run|Eval|Import|Object_Call|Object_GetAttr)\w*", "calls back into Python ({0})"),
     # The harness's frames and locals are the interpreter's state (tests/verifiers/cheats/audit_peek.py).
-    (r"\b_?Py(Frame|ThreadState|InterpreterState|Code|GC|Traceback|Sys|Gen|Dict_GetItem)\w*|\b_PyRuntime\b",
-     "reads the interpreter's state ({0})"),
+    (
+        r"\b_?Py(Frame|ThreadState|InterpreterState|Code|GC|Traceback|Sys|Gen|Dict_GetItem)\w*|\b_PyRuntime\b",
+        "reads the interpreter's state ({0})",
+    ),
 ]
 CPP_SYSTEM = [
     (r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_create\b|\bclone\s*\(", "starts a thread ({0})"),
-    (r"\b(v?fork|system|popen|exec[lv]p?e?|posix_spawnp?|syscall|kill|raise|signal|sigaction|sigprocmask|"
-     r"pthread_sigmask|pthread_kill|tgkill|sigqueue|setitimer|alarm|timer_settime|timer_delete)\s*\(",
-     "process or signal control ({0})"),
-    (r"\b(_exit|_Exit|quick_exit|abort)\s*\(|\bstd\s*::\s*(exit|quick_exit|abort)\b|(?<![\w.:>])exit\s*\(",
-     "ends the process ({0})"),
+    (
+        r"\b(v?fork|system|popen|exec[lv]p?e?|posix_spawnp?|syscall|kill|raise|signal|sigaction|sigprocmask|"
+        r"pthread_sigmask|pthread_kill|tgkill|sigqueue|setitimer|alarm|timer_settime|timer_delete)\s*\(",
+        "process or signal control ({0})",
+    ),
+    (
+        r"\b(_exit|_Exit|quick_exit|abort)\s*\(|\bstd\s*::\s*(exit|quick_exit|abort)\b|(?<![\w.:>])exit\s*\(",
+        "ends the process ({0})",
+    ),
     (r"\b(socket|connect|bind|listen|accept|getaddrinfo)\s*\(", "network access ({0})"),
-    (r"\b(fopen|freopen|opendir|readdir|std\s*::\s*ifstream|std\s*::\s*ofstream|std\s*::\s*filesystem)\b",
-     "file access ({0})"),
+    (
+        r"\b(fopen|freopen|opendir|readdir|std\s*::\s*ifstream|std\s*::\s*ofstream|std\s*::\s*filesystem)\b",
+        "file access ({0})",
+    ),
     # The harness's channels share the process (worker.AuditLine).
-    (r"\b(tee|splice|vmsplice|dup[23]?|open(at)?(64)?|creat|fdopen|socketpair|pipe2?|prctl|timer_create|mq_notify|"
-     r"aio_\w+|lio_listio)\s*\(", "descriptor or thread control ({0})"),
+    (
+        r"\b(tee|splice|vmsplice|dup[23]?|open(at)?(64)?|creat|fdopen|socketpair|pipe2?|prctl|timer_create|mq_notify|"
+        r"aio_\w+|lio_listio)\s*\(",
+        "descriptor or thread control ({0})",
+    ),
 ]
 
 
@@ -177,8 +273,12 @@ def _docstrings(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 ids.add(id(body[0].value))
     return ids
 
@@ -269,8 +369,11 @@ class Scanner(ast.NodeVisitor):
         elif head == "ctypes" and len(full) > 1:
             if any(p in CTYPES_DENIED for p in full[1:]):
                 self.add("source_no_dynamic_code", node, f"uses {dotted} (raw memory or foreign code)")
-            elif any(p in CTYPES_LOADERS for p in full[1:]) and id(node) not in self.loader_funcs \
-                    and not isinstance(node, ast.ImportFrom):
+            elif (
+                any(p in CTYPES_LOADERS for p in full[1:])
+                and id(node) not in self.loader_funcs
+                and not isinstance(node, ast.ImportFrom)
+            ):
                 # Held, subclassed, subscripted (ctypes.cdll["libtorch_cpu.so"]) or reached by
                 # getattr, a loader opens a library the call rule below never sees.
                 self.add("source_no_dynamic_code", node, f"uses {dotted} other than by calling it on load()'s result")
@@ -290,7 +393,11 @@ class Scanner(ast.NodeVisitor):
             return
         reexport = next((p for p in full[1:] if p in TORCH_REEXPORTS), None)
         if reexport is not None:
-            self.add("source_imports", node, f"uses {dotted}, torch's copy of the {reexport!r} module (an import around the allowed list)")
+            self.add(
+                "source_imports",
+                node,
+                f"uses {dotted}, torch's copy of the {reexport!r} module (an import around the allowed list)",
+            )
             return
         second = full[1]
         if second in NEVER_TORCH:
@@ -361,8 +468,12 @@ class Scanner(ast.NodeVisitor):
                 self.add("source_no_dynamic_code", node, f"calls {func.id}()")
             if func.id in SYSTEM_CALLS:
                 self.add("source_no_system_access", node, f"calls {func.id}()")
-            if func.id == "open" and node.args and isinstance(node.args[0], ast.Constant) \
-                    and isinstance(node.args[0].value, int):
+            if (
+                func.id == "open"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, int)
+            ):
                 self.add("source_no_system_access", node, "opens a file descriptor by number")
             if func.id in ("getattr", "hasattr") and len(node.args) >= 2:
                 name = node.args[1]
@@ -379,9 +490,15 @@ class Scanner(ast.NodeVisitor):
         if full and full[0] == "ctypes" and full[-1] in CTYPES_LOADERS:
             self.loader_funcs.add(id(func))
             self._judge_loader(node, ".".join(full))
-        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "type" \
-                and func.func.id not in self.aliases:
-            self.add("source_no_dynamic_code", node, "calls the class of an object (type(x)(...)), e.g. a ctypes loader")
+        if (
+            isinstance(func, ast.Call)
+            and isinstance(func.func, ast.Name)
+            and func.func.id == "type"
+            and func.func.id not in self.aliases
+        ):
+            self.add(
+                "source_no_dynamic_code", node, "calls the class of an object (type(x)(...)), e.g. a ctypes loader"
+            )
         if isinstance(func, ast.Attribute) and full is None:
             self._judge_method(func)
         self.generic_visit(node)
@@ -389,7 +506,11 @@ class Scanner(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and SENSITIVE_PATHS.search(node.value):
             m = SENSITIVE_PATHS.search(node.value)
-            self.add("source_no_system_access", node, f"names {m.group(0).strip()!r} (other processes, descriptors or the verifier's files)")
+            self.add(
+                "source_no_system_access",
+                node,
+                f"names {m.group(0).strip()!r} (other processes, descriptors or the verifier's files)",
+            )
 
     def _judge_getattr(self, node: ast.Call, attr: str) -> None:
         target = _dotted(node.args[0])
@@ -413,8 +534,11 @@ class Scanner(ast.NodeVisitor):
             return
         if isinstance(arg, ast.Name) and self._bound_only_to_load(arg.id):
             return
-        self.add("source_no_dynamic_code", node,
-                 f"{dotted}() of a library that is not the candidate's own build (pass it load()'s result)")
+        self.add(
+            "source_no_dynamic_code",
+            node,
+            f"{dotted}() of a library that is not the candidate's own build (pass it load()'s result)",
+        )
 
     def _bound_only_to_load(self, name: str) -> bool:
         """Every binding of `name` in the file is `name = load(...)` (one target, a
@@ -422,9 +546,16 @@ class Scanner(ast.NodeVisitor):
         if self.tree is None or name in self.aliases:
             return False
         nodes = list(ast.walk(self.tree))
-        good = {id(a.targets[0]) for a in nodes if isinstance(a, ast.Assign) and len(a.targets) == 1
-                and isinstance(a.targets[0], ast.Name) and a.targets[0].id == name
-                and isinstance(a.value, ast.Call) and _is_load_call(a.value, self)}
+        good = {
+            id(a.targets[0])
+            for a in nodes
+            if isinstance(a, ast.Assign)
+            and len(a.targets) == 1
+            and isinstance(a.targets[0], ast.Name)
+            and a.targets[0].id == name
+            and isinstance(a.value, ast.Call)
+            and _is_load_call(a.value, self)
+        }
         stores = [n for n in nodes if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)]
         other = any(_binds(n) == name for n in nodes)
         return bool(stores) and not other and all(id(n) in good for n in stores)
@@ -512,7 +643,9 @@ def scan_cpp(texts: list[tuple[int, str]], criteria: Criteria) -> list[Finding]:
                 findings.append(Finding("source_no_torch_compute", line, f"C++ calls {ns}::{name}"))
         for m in re.finditer(r"[.>]\s*([a-z_][a-z0-9_]*)\s*\(", text):
             if m.group(1) in methods:
-                findings.append(Finding("source_no_torch_compute", line, f"C++ calls the tensor method .{m.group(1)}()"))
+                findings.append(
+                    Finding("source_no_torch_compute", line, f"C++ calls the tensor method .{m.group(1)}()")
+                )
         for pattern, message in CPP_DYNAMIC:
             for m in re.finditer(pattern, text):
                 findings.append(Finding("source_no_dynamic_code", line, "C++ " + message.format(m.group(0).strip())))
@@ -543,9 +676,11 @@ def scan_candidate(source: str, criteria: Criteria, task_source: str | None = No
         for method in ("__init__", "forward"):
             a, b = mine.get(method, (0, False)), theirs.get(method, (0, False))
             if not a[1] and not b[1] and a[0] != b[0]:
-                out["candidate_file"].append(Finding(
-                    "candidate_file", 0,
-                    f"ModelNew.{method} takes {a[0]} argument(s), Model.{method} takes {b[0]}"))
+                out["candidate_file"].append(
+                    Finding(
+                        "candidate_file", 0, f"ModelNew.{method} takes {a[0]} argument(s), Model.{method} takes {b[0]}"
+                    )
+                )
     scanner = Scanner(criteria)
     scanner.visit(tree)
     for f in scanner.findings + scan_cpp(_cpp_texts(tree), criteria):

@@ -26,48 +26,106 @@ from pathlib import Path
 from assay.verifiers.kernel.criteria import Criteria
 
 OPS = re.compile(r"\bat::_ops::(\w+)::(call|redispatch)\b")
-DIRECT = re.compile(r"\bat::(native|cpu|compositeexplicitautograd|compositeimplicitautograd|"
-                    r"compositeexplicitautogradnonfunctional|meta|_ops::\w+::redispatch)\b")
-RECORDER = re.compile(r"\b(at::(addGlobalCallback|addThreadLocalCallback|removeCallback|clearCallbacks|"
-                      r"clearGlobalCallbacks|clearThreadLocalCallbacks|enableRecordFunction|RecordFunctionGuard|"
-                      r"DisableRecordFunctionGuard)|c10::impl::tls_set_dispatch_key_\w+|"
-                      r"c10::impl::ExcludeDispatchKeyGuard|c10::Dispatcher\b|torch::jit::)")
+DIRECT = re.compile(
+    r"\bat::(native|cpu|compositeexplicitautograd|compositeimplicitautograd|"
+    r"compositeexplicitautogradnonfunctional|meta|_ops::\w+::redispatch)\b"
+)
+RECORDER = re.compile(
+    r"\b(at::(addGlobalCallback|addThreadLocalCallback|removeCallback|clearCallbacks|"
+    r"clearGlobalCallbacks|clearThreadLocalCallbacks|enableRecordFunction|RecordFunctionGuard|"
+    r"DisableRecordFunctionGuard)|c10::impl::tls_set_dispatch_key_\w+|"
+    r"c10::impl::ExcludeDispatchKeyGuard|c10::Dispatcher\b|torch::jit::)"
+)
 LIBC = {
-    "dlopen": "loads libraries at run time", "dlmopen": "loads libraries at run time",
-    "dlsym": "looks symbols up at run time", "dlvsym": "looks symbols up at run time",
+    "dlopen": "loads libraries at run time",
+    "dlmopen": "loads libraries at run time",
+    "dlsym": "looks symbols up at run time",
+    "dlvsym": "looks symbols up at run time",
     # The loaded libraries' headers and symbol tables, walked without dlsym: torch's C kernels
     # (aoti_torch_cpu_*) found that way run with no dispatcher and no op record.
-    "dl_iterate_phdr": "walks the loaded libraries", "dladdr": "maps addresses to libraries",
-    "dladdr1": "maps addresses to libraries", "dlinfo": "reads the loaded libraries' tables",
+    "dl_iterate_phdr": "walks the loaded libraries",
+    "dladdr": "maps addresses to libraries",
+    "dladdr1": "maps addresses to libraries",
+    "dlinfo": "reads the loaded libraries' tables",
     "getauxval": "reads the process's auxiliary vector (its program headers)",
-    "_r_debug": "reads the dynamic linker's list of loaded libraries", "_dl_debug_state": "reads the dynamic linker's state",
+    "_r_debug": "reads the dynamic linker's list of loaded libraries",
+    "_dl_debug_state": "reads the dynamic linker's state",
     # Signal masks and CPU timers: the verifier samples the timed candidate's threads on SIGPROF.
-    "sigprocmask": "masks signals", "pthread_sigmask": "masks signals", "sigsuspend": "waits for signals",
-    "sigwait": "waits for signals", "sigwaitinfo": "waits for signals", "sigtimedwait": "waits for signals",
-    "signalfd": "reads signals", "setitimer": "sets timers", "alarm": "sets timers", "timer_settime": "sets timers",
-    "timer_delete": "deletes timers", "pthread_kill": "sends signals", "tgkill": "sends signals", "sigqueue": "sends signals",
-    "pthread_create": "starts threads", "fork": "starts processes", "vfork": "starts processes",
-    "clone": "starts processes", "system": "runs commands", "popen": "runs commands",
-    "execv": "runs programs", "execve": "runs programs", "execvp": "runs programs", "execl": "runs programs",
-    "execlp": "runs programs", "posix_spawn": "starts processes", "posix_spawnp": "starts processes",
-    "kill": "sends signals", "raise": "raises signals", "signal": "installs signal handlers",
-    "sigaction": "installs signal handlers", "_exit": "ends the process", "_Exit": "ends the process",
-    "exit": "ends the process", "quick_exit": "ends the process", "socket": "opens sockets",
-    "connect": "opens connections", "syscall": "makes raw system calls", "ptrace": "traces processes",
-    "process_vm_readv": "reads other processes' memory", "process_vm_writev": "writes other processes' memory",
+    "sigprocmask": "masks signals",
+    "pthread_sigmask": "masks signals",
+    "sigsuspend": "waits for signals",
+    "sigwait": "waits for signals",
+    "sigwaitinfo": "waits for signals",
+    "sigtimedwait": "waits for signals",
+    "signalfd": "reads signals",
+    "setitimer": "sets timers",
+    "alarm": "sets timers",
+    "timer_settime": "sets timers",
+    "timer_delete": "deletes timers",
+    "pthread_kill": "sends signals",
+    "tgkill": "sends signals",
+    "sigqueue": "sends signals",
+    "pthread_create": "starts threads",
+    "fork": "starts processes",
+    "vfork": "starts processes",
+    "clone": "starts processes",
+    "system": "runs commands",
+    "popen": "runs commands",
+    "execv": "runs programs",
+    "execve": "runs programs",
+    "execvp": "runs programs",
+    "execl": "runs programs",
+    "execlp": "runs programs",
+    "posix_spawn": "starts processes",
+    "posix_spawnp": "starts processes",
+    "kill": "sends signals",
+    "raise": "raises signals",
+    "signal": "installs signal handlers",
+    "sigaction": "installs signal handlers",
+    "_exit": "ends the process",
+    "_Exit": "ends the process",
+    "exit": "ends the process",
+    "quick_exit": "ends the process",
+    "socket": "opens sockets",
+    "connect": "opens connections",
+    "syscall": "makes raw system calls",
+    "ptrace": "traces processes",
+    "process_vm_readv": "reads other processes' memory",
+    "process_vm_writev": "writes other processes' memory",
     # Descriptors and threads of libc's own: the harness's channels share the process (see
     # worker.AuditLine), so a kernel has no business reading a pipe without taking (tee), moving
     # data between descriptors, copying or replacing one, opening one again through /proc, or
     # having libc call it back on a thread (timers, asynchronous I/O) after it returned.
-    "tee": "reads pipes without taking", "splice": "moves data between descriptors",
-    "vmsplice": "moves data into pipes", "dup": "copies file descriptors", "dup2": "replaces file descriptors",
-    "dup3": "replaces file descriptors", "open": "opens files", "open64": "opens files", "openat": "opens files",
-    "openat64": "opens files", "__open_2": "opens files", "__open64_2": "opens files", "__openat_2": "opens files",
-    "creat": "opens files", "creat64": "opens files", "fopen": "opens files", "fopen64": "opens files",
-    "freopen": "opens files", "fdopen": "opens files", "socketpair": "opens sockets", "pipe": "opens pipes",
-    "pipe2": "opens pipes", "timer_create": "runs code on a thread of its own", "mq_notify": "runs code on a thread of its own",
-    "aio_read": "runs work after return", "aio_write": "runs work after return", "aio_read64": "runs work after return",
-    "aio_write64": "runs work after return", "lio_listio": "runs work after return", "prctl": "changes the process's attributes",
+    "tee": "reads pipes without taking",
+    "splice": "moves data between descriptors",
+    "vmsplice": "moves data into pipes",
+    "dup": "copies file descriptors",
+    "dup2": "replaces file descriptors",
+    "dup3": "replaces file descriptors",
+    "open": "opens files",
+    "open64": "opens files",
+    "openat": "opens files",
+    "openat64": "opens files",
+    "__open_2": "opens files",
+    "__open64_2": "opens files",
+    "__openat_2": "opens files",
+    "creat": "opens files",
+    "creat64": "opens files",
+    "fopen": "opens files",
+    "fopen64": "opens files",
+    "freopen": "opens files",
+    "fdopen": "opens files",
+    "socketpair": "opens sockets",
+    "pipe": "opens pipes",
+    "pipe2": "opens pipes",
+    "timer_create": "runs code on a thread of its own",
+    "mq_notify": "runs code on a thread of its own",
+    "aio_read": "runs work after return",
+    "aio_write": "runs work after return",
+    "aio_read64": "runs work after return",
+    "aio_write64": "runs work after return",
+    "lio_listio": "runs work after return",
+    "prctl": "changes the process's attributes",
 }
 
 # Namespaces of C++ symbols a candidate may take from torch's libraries (still judged by the
@@ -76,14 +134,24 @@ TORCH_NAMESPACES = {"at", "c10", "torch", "caffe2", "pybind11", "std", "__gnu_cx
 TORCH_GLOBAL_CXX = {"THPVariable_Wrap", "THPVariable_Unpack", "THPVariable_Check"}
 # ...but not these, which run kernels with no dispatcher (functionalization and functorch
 # wrappers, BLAS, AOTInductor's and lazy tensors' runtimes), load libraries, or register ops.
-TORCH_DENIED_CXX = re.compile(r"^(at::(functionalization|functorch|blas|mkldnn|compositeimplicitautogradnestedtensor|"
-                              r"DynamicLibrary)|torch::(aot_inductor|inductor|lazy|dynamo|profiler|Library|"
-                              r"CppFunction|class_))\b")
+TORCH_DENIED_CXX = re.compile(
+    r"^(at::(functionalization|functorch|blas|mkldnn|compositeimplicitautogradnestedtensor|"
+    r"DynamicLibrary)|torch::(aot_inductor|inductor|lazy|dynamo|profiler|Library|"
+    r"CppFunction|class_))\b"
+)
 # Plain C symbols from torch's libraries: only Sleef's math (at::vec's exp, log... inline to it).
 TORCH_C_ALLOWED = re.compile(r"^(Sleef_\w+|THPVariableClass)$")
 TORCH_LIBS = ("libc10*.so*", "libtorch*.so*", "libshm*.so*")
-SPECIAL = ("vtable for ", "typeinfo for ", "typeinfo name for ", "VTT for ", "guard variable for ",
-           "construction vtable for ", "non-virtual thunk to ", "virtual thunk to ")
+SPECIAL = (
+    "vtable for ",
+    "typeinfo for ",
+    "typeinfo name for ",
+    "VTT for ",
+    "guard variable for ",
+    "construction vtable for ",
+    "non-virtual thunk to ",
+    "virtual thunk to ",
+)
 
 
 @lru_cache(maxsize=4)
@@ -110,7 +178,7 @@ def _qualified(symbol: str) -> str:
     ("float* at::TensorBase::data_ptr<float>() const" -> "at::TensorBase::data_ptr<float>")."""
     for prefix in SPECIAL:
         if symbol.startswith(prefix):
-            symbol = symbol[len(prefix):]
+            symbol = symbol[len(prefix) :]
     depth, space, end = 0, -1, len(symbol)
     for i, ch in enumerate(symbol):
         if ch == "<":
@@ -122,7 +190,7 @@ def _qualified(symbol: str) -> str:
         elif depth == 0 and ch == "(":
             end = i
             break
-    return symbol[space + 1:end] if space < end else symbol[:end]
+    return symbol[space + 1 : end] if space < end else symbol[:end]
 
 
 def judge_torch_symbol(symbol: str) -> str | None:

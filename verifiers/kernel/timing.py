@@ -39,6 +39,7 @@ from assay.verifiers.kernel.samples import judge_samples
 
 Progress = Callable[[str, float], None]
 
+
 @dataclass
 class _TimingRun:
     """A timing sandbox started before the checks end (see _start_timing)."""
@@ -72,15 +73,29 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
         warm = ref.warming.result() if ref.warming is not None else _compile_warm(ref, None)
     rt.copy_tree(warm, ws / "inductor")
     first = ref.runs[0]
-    common = {"init_seed": ref.init_seed, "init_args": first["init_args"],
-              "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors", "inputs": first["inputs"],
-              "perturb_max_elements": tm.perturb_max_elements, "fresh_input_mb": tm.fresh_input_mb, "flush_mb": tm.flush_mb}
+    common = {
+        "init_seed": ref.init_seed,
+        "init_args": first["init_args"],
+        "inputs_file": f"{rt.IN_INPUTS}/run_{first['id']}.safetensors",
+        "inputs": first["inputs"],
+        "perturb_max_elements": tm.perturb_max_elements,
+        "fresh_input_mb": tm.fresh_input_mb,
+        "flush_mb": tm.flush_mb,
+    }
     ref_plan = {"role": "time-ref", "task": f"{rt.IN_TASK}/task.py", "copy_bytes": first["min_bytes"], **common}
-    cand_plan = {"role": "time-cand", "candidate": f"{rt.IN_CANDIDATE}/candidate.py", "opwatch": _opwatch_path(ref),
-                 "sample_us": tm.sample_us, **common}
+    cand_plan = {
+        "role": "time-cand",
+        "candidate": f"{rt.IN_CANDIDATE}/candidate.py",
+        "opwatch": _opwatch_path(ref),
+        "sample_us": tm.sample_us,
+        **common,
+    }
     (ws / "refhome" / "tmp").mkdir()
-    ref_env = rt.base_env(HOME=f"{rt.WORKDIR}/refhome", TMPDIR=f"{rt.WORKDIR}/refhome/tmp",
-                          TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor")
+    ref_env = rt.base_env(
+        HOME=f"{rt.WORKDIR}/refhome",
+        TMPDIR=f"{rt.WORKDIR}/refhome/tmp",
+        TORCHINDUCTOR_CACHE_DIR=f"{rt.WORKDIR}/inductor",
+    )
     # The checks it waits for: the check run's own limit, and comparing its outputs.
     gate_s = _check_timeout(ref) + 60
     plan = {
@@ -88,14 +103,23 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
         "reference": rt.worker_spec(ref_plan, ref_env),
         "candidate": rt.worker_spec(cand_plan, _candidate_env()),
         "subjects": ["eager", "compiled", "copy", "candidate"],
-        "rounds": tm.rounds, "fresh_rounds": tm.fresh_rounds, "target_round_s": tm.target_round_s, "max_iters": tm.max_iters_per_round,
-        "warmup_iters": tm.warmup_iters, "warmup_s": tm.warmup_s, "limits": _limits(crit), "candidate_roots": rt.CANDIDATE_ROOTS, "trusted_roots": rt.trusted_roots(),
+        "rounds": tm.rounds,
+        "fresh_rounds": tm.fresh_rounds,
+        "target_round_s": tm.target_round_s,
+        "max_iters": tm.max_iters_per_round,
+        "warmup_iters": tm.warmup_iters,
+        "warmup_s": tm.warmup_s,
+        "limits": _limits(crit),
+        "candidate_roots": rt.CANDIDATE_ROOTS,
+        "trusted_roots": rt.trusted_roots(),
         "audit_candidate": f"{rt.WORKDIR}/audit/candidate.safetensors",
         # The most one audited call's outputs may take (the supervisor reads at most this).
         "audit_max_bytes": _audit_frame_bytes(ref),
         "audit_reference": f"{rt.WORKDIR}/audit-ref/reference.safetensors",
-        "gate": f"{rt.WORKDIR}/gate", "gate_timeout_s": gate_s,
-        "ext_seed": f"{rt.WORKDIR}/ext-seed", "ext_dir": f"{rt.WORKDIR}/ext",
+        "gate": f"{rt.WORKDIR}/gate",
+        "gate_timeout_s": gate_s,
+        "ext_seed": f"{rt.WORKDIR}/ext-seed",
+        "ext_dir": f"{rt.WORKDIR}/ext",
     }
     per_round = tm.target_round_s * 3 * 4 + 1
     # Warm-up stops within about twice its time; calibration once a round fills a quarter of
@@ -104,8 +128,9 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
     timeout = gate_s + 2 * lim.import_timeout_s + (tm.rounds + tm.fresh_rounds) * per_round + settling + 120
     binds = _candidate_binds(ref, work)
     binds[rt.IN_TASK] = ref.root / "task"
-    sandbox = rt.open_verification_sandbox(ws, binds, rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30),
-                                           ref.backend)
+    sandbox = rt.open_verification_sandbox(
+        ws, binds, rt.sandbox_limits(lim.sandbox_memory_mb, lim.sandbox_pids, timeout + 30), ref.backend
+    )
     try:
         result, res = rt.run_supervised(sandbox, plan, timeout, _candidate_env())
         return result, res, time.monotonic()
@@ -117,8 +142,9 @@ def _round_row(e: dict) -> list:
     return [int(e["n"]), round(1e3 * float(e["wall_s"]), 3), round(1e3 * float(e["cpu_s"]), 3), int(e.get("faults", 0))]
 
 
-def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _TimingRun,
-            progress: Progress | None) -> None:
+def _timing(
+    ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _TimingRun, progress: Progress | None
+) -> None:
     crit, tm = ref.criteria, ref.criteria.timing
     _say(progress, "timing eager, torch.compile and the candidate", 0.65)
     # The candidate's extension as the check run built it (the sandbox sees the folder live;
@@ -136,7 +162,10 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     allowed = set(crit.ops.allowed)
     bad = {op: n for src in ("ops", "foreign_ops") for op, n in (report.get(src) or {}).items() if op not in allowed}
     if bad:
-        checks.fail("no_torch_compute", "while timed, forward dispatched " + ", ".join(f"{k} x{v}" for k, v in list(bad.items())[:8]))
+        checks.fail(
+            "no_torch_compute",
+            "while timed, forward dispatched " + ", ".join(f"{k} x{v}" for k, v in list(bad.items())[:8]),
+        )
     if report.get("integrity"):
         checks.fail("harness_integrity", "while timed: " + "; ".join(map(str, report["integrity"][:8])))
     if report.get("compilers"):
@@ -156,8 +185,10 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
     wall_ratio = scaling(times["candidate"][1], "wall_s")
     unscaled = None
     if not ratio >= tm.scaling_min:
-        unscaled = (f"the candidate's CPU time does not follow its iteration count (3n/n = {ratio:.2f}, "
-                    f"wall {wall_ratio:.2f}; need >= {tm.scaling_min})")
+        unscaled = (
+            f"the candidate's CPU time does not follow its iteration count (3n/n = {ratio:.2f}, "
+            f"wall {wall_ratio:.2f}; need >= {tm.scaling_min})"
+        )
         # On a busy machine an honest kernel's short rounds pay for the neighbours' cache misses
         # and migrations too (seen in CI: 3n/n under 2 for slow_honest beside two spinners), so
         # the ratio cannot tell work per round from noise there: the verdict still fails, on
@@ -165,18 +196,24 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
         if not contended:
             problems.append(unscaled)
     # Before warm and fresh rounds alike: work left for a fresh round's flush is work too.
-    flush = {s: statistics.median([float(e.get("flush_cpu_s", 0)) for e in times[s][1] + fresh[s][1]] or [0.0])
-             for s in ("eager", "candidate")}
+    flush = {
+        s: statistics.median([float(e.get("flush_cpu_s", 0)) for e in times[s][1] + fresh[s][1]] or [0.0])
+        for s in ("eager", "candidate")
+    }
     if flush["candidate"] > 2 * flush["eager"] + 0.02:
-        problems.append(f"the candidate burned {flush['candidate'] * 1e3:.1f} ms of CPU per untimed cache flush, "
-                        f"the reference {flush['eager'] * 1e3:.1f} ms: work moved out of the timed window")
+        problems.append(
+            f"the candidate burned {flush['candidate'] * 1e3:.1f} ms of CPU per untimed cache flush, "
+            f"the reference {flush['eager'] * 1e3:.1f} ms: work moved out of the timed window"
+        )
     windows = sum(float(e.get("wall_s", 0)) for e in log)
     if windows > host_wall + 0.5:
         problems.append(f"the timed windows add up to {windows:.2f} s, more than the {host_wall:.2f} s the exec took")
     if problems:
         checks.fail("timing_integrity", "; ".join(problems))
     else:
-        checks.ok("timing_integrity", f"supervisor clock, interleaved rounds, 3n/n = {ratio:.2f} CPU, {wall_ratio:.2f} wall")
+        checks.ok(
+            "timing_integrity", f"supervisor clock, interleaved rounds, 3n/n = {ratio:.2f} CPU, {wall_ratio:.2f} wall"
+        )
     min_bytes = int(ref.runs[0]["min_bytes"])
     copy_bytes = int(result.get("copy_bytes") or min_bytes)
     t_copy_task = t_copy * min_bytes / max(copy_bytes, 1)
@@ -191,47 +228,72 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
         speed_comp *= cap / speed_eager
         speed_eager = cap
     cand_rounds = times["candidate"][1]
-    metrics.update({
-        "speedup_vs_eager": round(speed_eager, 4),
-        "speedup_vs_compile": round(speed_comp, 4),
-        "speedup_vs_eager_measured": round(measured, 4),
-        "speedup_vs_eager_fresh": round(speed_fresh, 4) if speed_fresh == speed_fresh else None,
-        "time_candidate_s": t_cand, "time_eager_s": t_eager, "time_compile_s": t_comp, "time_copy_s": t_copy_task,
-        "copy_bandwidth_gbs": round(min_bytes / t_copy_task / 1e9, 3),
-        "candidate_bandwidth_gbs": round(min_bytes / t_cand / 1e9, 3),
-        "bandwidth_fraction": round(t_copy_task / t_cand, 4),
-        "min_bytes": min_bytes,
-        "timing_rounds": len(cand_rounds),
-        "timing_iterations": sum(int(e["n"]) for e in cand_rounds),
-        "cpu_per_wall": {s: round(sum(float(e["cpu_s"]) for e in times[s][1])
-                                  / max(sum(float(e["wall_s"]) for e in times[s][1]), 1e-9), 3) for s in times},
-        # Every timed round as [iterations, wall ms, CPU ms, page faults], for whoever audits
-        # the figures (a fault cost 17 us here: thousands of them are a round's time).
-        "rounds": {s: [_round_row(e) for e in times[s][1]] for s in times},
-        "rounds_fresh": {s: [_round_row(e) for e in fresh[s][1]] for s in fresh},
-        # The calibration rounds that sized them (their pace sets each subject's n).
-        "rounds_calibration": {s: [_round_row(e) for e in log if e.get("subject") == s and "n" in e
-                                   and e.get("round") is None and e.get("fresh_round") is None] for s in times},
-        "timing_wall_s": round(res.duration_s, 3),
-        # Each audited call's [stopping, reading, resuming] ms (the supervisor reads its output).
-        "audit_read_ms": result.get("audit_read_ms"),
-        "timing_phases_s": _phases(result.get("phase_s")),
-    })
+    metrics.update(
+        {
+            "speedup_vs_eager": round(speed_eager, 4),
+            "speedup_vs_compile": round(speed_comp, 4),
+            "speedup_vs_eager_measured": round(measured, 4),
+            "speedup_vs_eager_fresh": round(speed_fresh, 4) if speed_fresh == speed_fresh else None,
+            "time_candidate_s": t_cand,
+            "time_eager_s": t_eager,
+            "time_compile_s": t_comp,
+            "time_copy_s": t_copy_task,
+            "copy_bandwidth_gbs": round(min_bytes / t_copy_task / 1e9, 3),
+            "candidate_bandwidth_gbs": round(min_bytes / t_cand / 1e9, 3),
+            "bandwidth_fraction": round(t_copy_task / t_cand, 4),
+            "min_bytes": min_bytes,
+            "timing_rounds": len(cand_rounds),
+            "timing_iterations": sum(int(e["n"]) for e in cand_rounds),
+            "cpu_per_wall": {
+                s: round(
+                    sum(float(e["cpu_s"]) for e in times[s][1])
+                    / max(sum(float(e["wall_s"]) for e in times[s][1]), 1e-9),
+                    3,
+                )
+                for s in times
+            },
+            # Every timed round as [iterations, wall ms, CPU ms, page faults], for whoever audits
+            # the figures (a fault cost 17 us here: thousands of them are a round's time).
+            "rounds": {s: [_round_row(e) for e in times[s][1]] for s in times},
+            "rounds_fresh": {s: [_round_row(e) for e in fresh[s][1]] for s in fresh},
+            # The calibration rounds that sized them (their pace sets each subject's n).
+            "rounds_calibration": {
+                s: [
+                    _round_row(e)
+                    for e in log
+                    if e.get("subject") == s and "n" in e and e.get("round") is None and e.get("fresh_round") is None
+                ]
+                for s in times
+            },
+            "timing_wall_s": round(res.duration_s, 3),
+            # Each audited call's [stopping, reading, resuming] ms (the supervisor reads its output).
+            "audit_read_ms": result.get("audit_read_ms"),
+            "timing_phases_s": _phases(result.get("phase_s")),
+        }
+    )
     # The faster of the candidate's warm and fresh rounds: the fresh ones change no input around
     # each call, so a candidate that does no work shows its bare time there.
     t_fast, where = t_cand, "warm"
     if fresh["candidate"][0] < t_cand:  # False for NaN
         t_fast, where = fresh["candidate"][0], "fresh"
     if t_fast < bound:
-        checks.fail("roofline", f"{t_fast * 1e3:.3f} ms per call ({where} rounds) is faster than copying the task's {min_bytes} bytes "
-                    f"({t_copy_task * 1e3:.3f} ms at {metrics['copy_bandwidth_gbs']} GB/s) allows, even with slack {crit.roofline.slack}")
+        checks.fail(
+            "roofline",
+            f"{t_fast * 1e3:.3f} ms per call ({where} rounds) is faster than copying the task's {min_bytes} bytes "
+            f"({t_copy_task * 1e3:.3f} ms at {metrics['copy_bandwidth_gbs']} GB/s) allows, even with slack {crit.roofline.slack}",
+        )
     else:
-        checks.ok("roofline", f"{metrics['candidate_bandwidth_gbs']} GB/s of {metrics['copy_bandwidth_gbs']} GB/s copy bandwidth")
+        checks.ok(
+            "roofline",
+            f"{metrics['candidate_bandwidth_gbs']} GB/s of {metrics['copy_bandwidth_gbs']} GB/s copy bandwidth",
+        )
     need = crit.speed.min_speedup_vs_eager
     detail = f"{speed_eager:.3f}x eager, {speed_comp:.3f}x torch.compile (need >= {need}x eager)"
     if speed_eager < measured:
-        detail += (f"; measured {measured:.3f}x eager, but {speed_fresh:.3f}x on inputs no call saw before: "
-                   f"credited at most {tm.fresh_slack}x that")
+        detail += (
+            f"; measured {measured:.3f}x eager, but {speed_fresh:.3f}x on inputs no call saw before: "
+            f"credited at most {tm.fresh_slack}x that"
+        )
     metrics["reference_cpu_share"] = None if share is None else round(share, 3)
     metrics["timing_contended"] = contended
     passed = speed_eager >= need and not (contended and unscaled)
@@ -241,8 +303,11 @@ def _timing(ref: ReferenceRun, checks: Checks, metrics: dict, work: Path, run: _
         busy = f"the reference got {share:.0%} of the {threads} CPUs it ran on, need {tm.min_cpu_share:.0%}"
         if unscaled:
             busy += f"; {unscaled}"
-        detail += (f"; inconclusive: the machine was too busy to time ({busy}): verify again when it is quieter"
-                   if not passed else f"; taken on a busy machine ({busy})")
+        detail += (
+            f"; inconclusive: the machine was too busy to time ({busy}): verify again when it is quieter"
+            if not passed
+            else f"; taken on a busy machine ({busy})"
+        )
     checks.set("speed", passed, detail)
 
 
@@ -251,8 +316,11 @@ def _phases(found) -> dict[str, float]:
     check reads them)."""
     if not isinstance(found, dict):
         return {}
-    return {str(k)[:64]: round(float(v), 3) for k, v in list(found.items())[:32]
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {
+        str(k)[:64]: round(float(v), 3)
+        for k, v in list(found.items())[:32]
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: dict) -> None:
@@ -269,7 +337,9 @@ def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: di
         return
     # Read by the supervisor from the candidate's memory at the audited calls (worker.AuditLine).
     if result.get("audit_saved") != "saved":
-        checks.fail("consistent_when_timed", f"an audited timed call returned no plain tensor ({result.get('audit_saved')})")
+        checks.fail(
+            "consistent_when_timed", f"an audited timed call returned no plain tensor ({result.get('audit_saved')})"
+        )
         return
     got = load_tensors(ws / "audit", "candidate.safetensors", limit)
     layouts = result.get("audit_layout")
@@ -280,8 +350,11 @@ def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: di
         where = f"timed iteration {audit.get('call', audit.get('index'))} of round {audit.get('round')}"
         keys = sorted((k for k in want if k.startswith(f"a{i}_")), key=lambda k: int(k.rsplit("_", 1)[1]))
         if not isinstance(layouts[i], list) or len(layouts[i]) != len(keys):
-            checks.fail("consistent_when_timed", f"{where} returned {len(layouts[i]) if isinstance(layouts[i], list) else 'no'} "
-                        f"outputs, eager {len(keys)}")
+            checks.fail(
+                "consistent_when_timed",
+                f"{where} returned {len(layouts[i]) if isinstance(layouts[i], list) else 'no'} "
+                f"outputs, eager {len(keys)}",
+            )
             return
         for key, layout in zip(keys, layouts[i], strict=True):
             out = _rebuild(got[key], layout)
@@ -293,8 +366,11 @@ def _audit(ref: ReferenceRun, checks: Checks, ws: Path, result: dict, report: di
                 checks.fail("consistent_when_timed", f"{where} returned a wrong output: {why}")
                 return
     rounds = len({str(a.get("round")) for a in audits})
-    checks.ok("consistent_when_timed", f"{len(audits)} timed calls in {rounds} rounds match eager, "
-              "read from the candidate's memory as each call returned")
+    checks.ok(
+        "consistent_when_timed",
+        f"{len(audits)} timed calls in {rounds} rounds match eager, "
+        "read from the candidate's memory as each call returned",
+    )
 
 
 def _rebuild(raw, layout):
@@ -306,8 +382,12 @@ def _rebuild(raw, layout):
         dtype = getattr(torch, str(name), None)
         if not isinstance(dtype, torch.dtype):
             return f"dtype {str(name)[:32]!r}"
-        if not (isinstance(shape, list) and isinstance(strides, list) and len(shape) == len(strides)
-                and all(isinstance(v, int) and v >= 0 for v in shape + strides)):
+        if not (
+            isinstance(shape, list)
+            and isinstance(strides, list)
+            and len(shape) == len(strides)
+            and all(isinstance(v, int) and v >= 0 for v in shape + strides)
+        ):
             return "a malformed layout"
         item = torch.empty(0, dtype=dtype).element_size()
         numel = math.prod(shape)
@@ -324,5 +404,3 @@ def _rebuild(raw, layout):
 
 def _audit_frame_bytes(ref: ReferenceRun) -> int:
     return sum(_nbytes(o) for o in ref.runs[0]["outputs"]) * 2 + (1 << 20)
-
-

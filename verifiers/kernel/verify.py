@@ -70,11 +70,24 @@ VERIFIER = "assay.verifiers.kernel/1"
 Progress = Callable[[str, float], None]
 
 CHECK_ORDER = SCAN_CHECKS + (
-    "loads", "no_crash", "no_early_exit", "within_limits",
-    "plain_tensor_output", "no_alias", "no_input_mutation", "no_replay", "no_work_after_return",
-    "no_torch_compute", "extension_symbols", "harness_integrity",
-    "correctness", "other_shapes",
-    "consistent_when_timed", "timing_integrity", "roofline", "speed",
+    "loads",
+    "no_crash",
+    "no_early_exit",
+    "within_limits",
+    "plain_tensor_output",
+    "no_alias",
+    "no_input_mutation",
+    "no_replay",
+    "no_work_after_return",
+    "no_torch_compute",
+    "extension_symbols",
+    "harness_integrity",
+    "correctness",
+    "other_shapes",
+    "consistent_when_timed",
+    "timing_integrity",
+    "roofline",
+    "speed",
 )
 
 
@@ -116,9 +129,15 @@ class KernelReport:
 
 # ------------------------------------------------------------------------- the candidate
 
-def verify_kernel(task_path: str | Path, candidate_path: str | Path, criteria: Criteria | str = "kernel-default",
-                  backend: str = "auto", progress: Progress | None = None,
-                  cache_dir: Path | None = None) -> KernelReport:
+
+def verify_kernel(
+    task_path: str | Path,
+    candidate_path: str | Path,
+    criteria: Criteria | str = "kernel-default",
+    backend: str = "auto",
+    progress: Progress | None = None,
+    cache_dir: Path | None = None,
+) -> KernelReport:
     """Verify one candidate file against one task; see the module docstring."""
     crit = load_criteria(criteria) if isinstance(criteria, str) else criteria
     candidate = read_source(candidate_path, "candidate")
@@ -128,8 +147,14 @@ def verify_kernel(task_path: str | Path, candidate_path: str | Path, criteria: C
     if _scan(checks, candidate, task_source, crit) or not crit.scan.stop_on_failure:
         with prepare_reference(task_path, crit, backend, cache_dir, progress) as ref:
             return verify_candidate(ref, candidate_path, progress, _scanned=checks)
-    return _finish(checks, {}, hashlib.sha256(task_source.encode()).hexdigest(),
-                   hashlib.sha256(candidate.encode()).hexdigest(), crit, backend)
+    return _finish(
+        checks,
+        {},
+        hashlib.sha256(task_source.encode()).hexdigest(),
+        hashlib.sha256(candidate.encode()).hexdigest(),
+        crit,
+        backend,
+    )
 
 
 def _scan(checks: Checks, candidate: str, task_source: str, crit: Criteria) -> bool:
@@ -144,8 +169,9 @@ def _scan(checks: Checks, candidate: str, task_source: str, crit: Criteria) -> b
     return checks.all_passed()
 
 
-def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Progress | None = None,
-                     _scanned: Checks | None = None) -> KernelReport:
+def verify_candidate(
+    ref: ReferenceRun, candidate_path: str | Path, progress: Progress | None = None, _scanned: Checks | None = None
+) -> KernelReport:
     crit = ref.criteria
     candidate = read_source(candidate_path, "candidate")
     cand_sha = hashlib.sha256(candidate.encode()).hexdigest()
@@ -194,9 +220,17 @@ def verify_candidate(ref: ReferenceRun, candidate_path: str | Path, progress: Pr
 def _finish(checks: Checks, metrics: dict, task_sha: str, cand_sha: str, crit: Criteria, backend: str) -> KernelReport:
     ordered = sorted(checks.list(), key=lambda c: CHECK_ORDER.index(c.name) if c.name in CHECK_ORDER else 99)
     reasons = [f"{c.name}: {c.detail}" for c in ordered if not c.passed]
-    return KernelReport(passed=bool(ordered) and not reasons, reasons=reasons, checks=ordered, metrics=metrics,
-                        task_sha256=task_sha, candidate_sha256=cand_sha, criteria=crit.name,
-                        criteria_sha256=crit.sha256, backend=backend)
+    return KernelReport(
+        passed=bool(ordered) and not reasons,
+        reasons=reasons,
+        checks=ordered,
+        metrics=metrics,
+        task_sha256=task_sha,
+        candidate_sha256=cand_sha,
+        criteria=crit.name,
+        criteria_sha256=crit.sha256,
+        backend=backend,
+    )
 
 
 def report_json(report: KernelReport) -> str:

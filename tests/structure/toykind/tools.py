@@ -6,13 +6,13 @@ from pydantic import BaseModel, ConfigDict
 
 from assay.tools.registry import registry
 
-SOLUTION = '''class ModelNew:
+SOLUTION = """class ModelNew:
     def __init__(self, power=2):
         self.power = power
 
     def __call__(self, xs):
         return [x ** self.power for x in xs]
-'''
+"""
 
 
 class NoArgs(BaseModel):

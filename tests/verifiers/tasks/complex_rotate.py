@@ -1,4 +1,5 @@
 """Rotate complex numbers by 45 degrees and scale: (a + ib)(1 + i)."""
+
 import torch
 import torch.nn as nn
 

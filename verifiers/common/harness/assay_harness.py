@@ -79,6 +79,8 @@ def isolation_problems(submission_dir: str) -> list[str]:
         where = getattr(mod, "__file__", None)
         if mod_name not in _LOADED and isinstance(where, str) and os.path.realpath(where).startswith(root):
             problems.append(f"module {mod_name} was imported from the submission ({os.path.basename(where)})")
-    if any(os.path.realpath(p or ".") + os.sep == root or os.path.realpath(p or ".").startswith(root) for p in sys.path):
+    if any(
+        os.path.realpath(p or ".") + os.sep == root or os.path.realpath(p or ".").startswith(root) for p in sys.path
+    ):
         problems.append("the submission's folder is on sys.path")
     return problems

@@ -32,8 +32,9 @@ def calibrate(fn, target_round_s: float, max_iters: int = 1 << 16) -> int:
     return max_iters
 
 
-def interleave(subjects: dict, rounds: int = 8, target_round_s: float = 0.05, warmup_iters: int = 3,
-               max_iters: int = 1 << 16) -> list[dict]:
+def interleave(
+    subjects: dict, rounds: int = 8, target_round_s: float = 0.05, warmup_iters: int = 3, max_iters: int = 1 << 16
+) -> list[dict]:
     names = list(subjects)
     for name in names:
         for _ in range(warmup_iters):
@@ -41,7 +42,7 @@ def interleave(subjects: dict, rounds: int = 8, target_round_s: float = 0.05, wa
     sizes = {name: calibrate(subjects[name], target_round_s, max_iters) for name in names}
     log = []
     for r in range(rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             n = sizes[name] * (3 if r % 2 else 1)
             wall, cpu = _timed(subjects[name], n)

@@ -46,6 +46,7 @@ def nondumpable() -> None:
 
 # ----------------------------------------------------------------------------------- /proc
 
+
 def pids() -> set[int]:
     out = set()
     for name in os.listdir("/proc"):
@@ -63,7 +64,7 @@ def stat_fields(pid: int, task: int | None = None) -> list[str] | None:
     except OSError:
         return None
     # comm may hold spaces and parentheses; the fields after the last ')' are fixed.
-    return raw[raw.rfind(")") + 2:].split()
+    return raw[raw.rfind(")") + 2 :].split()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -188,6 +189,7 @@ def rss_mb(pid: int) -> float:
 
 # ----------------------------------------------------------------------------------- timing
 
+
 def warm_up(run, min_calls: int, min_s: float, max_calls: int) -> int:
     """Call a subject until it is past its first-call costs: at least `min_calls` calls and `min_s`
     seconds of them, in chunks sized to the time left (at most doubling). `run(n)` makes n calls
@@ -249,6 +251,7 @@ def calibrate(timed, target_s: float, max_iters: int, max_rounds: int = 8, fault
 
 
 # --------------------------------------------------------------------------------- workers
+
 
 class Stop(Exception):
     """Ends supervision: why (timeout, memory, pids, output, exit, protocol) and in which phase."""
@@ -350,7 +353,11 @@ class AuditLine:
             line, _, rest = bytes(self.buf).partition(b"\n")
             self.buf = bytearray(rest)
             if self.reported >= self.calls:
-                raise Stop("protocol", f"{self.reported + 1} reports on the audit line in a round of {self.calls} calls", self.who)
+                raise Stop(
+                    "protocol",
+                    f"{self.reported + 1} reports on the audit line in a round of {self.calls} calls",
+                    self.who,
+                )
             if self.reported in self.audited:
                 t0 = time.monotonic()
                 stopped = stop_all()
@@ -364,8 +371,9 @@ class AuditLine:
                     # Only from when every thread was seen stopped: before that they still ran.
                     self.held_s += (t3 - t1) if stopped else 0.0
                     # [stopping, reading, resuming] in ms, for whoever audits the timing.
-                    self.read_ms.append([round(1e3 * (t1 - t0), 3), round(1e3 * (t2 - t1), 3),
-                                         round(1e3 * (t3 - t2), 3)])
+                    self.read_ms.append(
+                        [round(1e3 * (t1 - t0), 3), round(1e3 * (t2 - t1), 3), round(1e3 * (t3 - t2), 3)]
+                    )
             reply = self.answers[self.reported].to_bytes(ANSWER_BYTES, "little")
             self.reported += 1
             try:
@@ -395,7 +403,7 @@ class AuditLine:
         scratch = self.scratch[slot]
         spans, at = [], 0
         for ptr, size, *_ in desc["outs"]:
-            view = memoryview(scratch)[at:at + size]
+            view = memoryview(scratch)[at : at + size]
             try:
                 got = os.preadv(self.mem, [view], ptr) if size else 0
             except OSError as exc:
@@ -414,7 +422,7 @@ class AuditLine:
             got = self.read_outs[call]
             if isinstance(got, tuple):
                 layouts, (slot, spans) = got
-                got = layouts, [bytes(memoryview(self.scratch[slot])[at:at + size]) for at, size in spans]
+                got = layouts, [bytes(memoryview(self.scratch[slot])[at : at + size]) for at, size in spans]
             kept.append(got)
         return kept
 
@@ -429,11 +437,22 @@ def report_layouts(desc, cap: int) -> list | None:
         if not (isinstance(o, list) and len(o) == 6):
             return None
         ptr, size, dtype, item, shape, strides = o
-        ints = [ptr, size, item, *(shape if isinstance(shape, list) else [None]), *(strides if isinstance(strides, list) else [None])]
+        ints = [
+            ptr,
+            size,
+            item,
+            *(shape if isinstance(shape, list) else [None]),
+            *(strides if isinstance(strides, list) else [None]),
+        ]
         if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < (1 << 62) for v in ints):
             return None
-        if not (isinstance(dtype, str) and 0 < len(dtype) <= 32 and set(dtype) <= DTYPE_NAME and 1 <= item <= 16
-                and len(shape) == len(strides) <= 64):
+        if not (
+            isinstance(dtype, str)
+            and 0 < len(dtype) <= 32
+            and set(dtype) <= DTYPE_NAME
+            and 1 <= item <= 16
+            and len(shape) == len(strides) <= 64
+        ):
             return None
         numel = math.prod(shape)
         span = 0 if numel == 0 else 1 + sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
@@ -469,8 +488,15 @@ def write_safetensors(path: str, tensors: list[tuple[str, str, list, bytes]]) ->
 class Worker:
     """One child process: its command pipe (stdin), event pipe, and capped stdout/stderr."""
 
-    def __init__(self, name: str, spec: dict, trusted: bool, output_cap: int, fds: tuple[int, ...] = (),
-                 audit: AuditLine | None = None):
+    def __init__(
+        self,
+        name: str,
+        spec: dict,
+        trusted: bool,
+        output_cap: int,
+        fds: tuple[int, ...] = (),
+        audit: AuditLine | None = None,
+    ):
         self.name, self.trusted, self.output_cap = name, trusted, output_cap
         self.audit = audit
         if audit is not None:
@@ -480,8 +506,13 @@ class Worker:
         self.events, write_fd = os.pipe()
         self.proc = subprocess.Popen(
             list(spec["argv"]) + [str(write_fd)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, **spec["env"]}, cwd=spec.get("cwd") or "/", pass_fds=(write_fd, *fds), close_fds=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **spec["env"]},
+            cwd=spec.get("cwd") or "/",
+            pass_fds=(write_fd, *fds),
+            close_fds=True,
         )
         os.close(write_fd)
         self.pid = self.proc.pid
@@ -546,7 +577,9 @@ class Supervisor:
     def untrusted(self) -> set[int]:
         return pids() - self.trusted
 
-    def spawn(self, name: str, spec: dict, trusted: bool, fds: tuple[int, ...] = (), audit: AuditLine | None = None) -> Worker:
+    def spawn(
+        self, name: str, spec: dict, trusted: bool, fds: tuple[int, ...] = (), audit: AuditLine | None = None
+    ) -> Worker:
         cap = (1 << 20) if trusted else self.limits["output_bytes"]
         w = Worker(name, spec, trusted, cap, fds, audit)
         if trusted:
@@ -707,8 +740,12 @@ class Supervisor:
         except Exception as exc:  # a fault of the supervisor itself, or of a sandbox tampered with
             import traceback
 
-            result["stop"] = {"why": "harness", "detail": traceback.format_exc()[-3000:], "phase": self.phase,
-                              "who": "supervisor"}
+            result["stop"] = {
+                "why": "harness",
+                "detail": traceback.format_exc()[-3000:],
+                "phase": self.phase,
+                "who": "supervisor",
+            }
             del exc
         finally:
             self.phase = "end"
@@ -771,16 +808,18 @@ class Supervisor:
             cpu1 = sum(cpu_seconds(p) for p in self.untrusted())
             procs1 = self.untrusted() - {w.pid}
             maps = mapped_files(w.pid, self.plan["candidate_roots"], self.plan.get("trusted_roots", []))
-            self.log.append({
-                "run": run,
-                "mapped": maps,
-                "forward_s": returned - started,
-                "settle_s": settle,
-                "settle_cpu_s": max(0.0, cpu1 - cpu0),
-                "extra_processes": sorted(procs0 | procs1),
-                "threads": threads(w.pid),
-                "py_threads": ev.get("py_threads"),
-            })
+            self.log.append(
+                {
+                    "run": run,
+                    "mapped": maps,
+                    "forward_s": returned - started,
+                    "settle_s": settle,
+                    "settle_cpu_s": max(0.0, cpu1 - cpu0),
+                    "extra_processes": sorted(procs0 | procs1),
+                    "threads": threads(w.pid),
+                    "py_threads": ev.get("py_threads"),
+                }
+            )
             w.send({"cmd": "continue"})
 
     # The verifier may start a timing sandbox while it still checks the candidate elsewhere, so
@@ -819,7 +858,13 @@ class Supervisor:
             spec["plan"]["fresh_fd"] = fresh_fd
         # Each worker's audit line (worker.AuditLine). The reference's audited outputs are read
         # and dropped: the same cost as the candidate's, which are kept here, out of its reach.
-        ref = self.spawn("reference", plan["reference"], trusted=True, fds=(fresh_fd,), audit=AuditLine(reference_cap(plan), "verifier"))
+        ref = self.spawn(
+            "reference",
+            plan["reference"],
+            trusted=True,
+            fds=(fresh_fd,),
+            audit=AuditLine(reference_cap(plan), "verifier"),
+        )
         loaded = self.expect(ref, "loaded", time.monotonic() + lim["import_timeout_s"], "loading the reference")
         result["copy_bytes"] = loaded.get("copy_bytes")
         result["reference_threads"] = loaded.get("threads")
@@ -840,8 +885,13 @@ class Supervisor:
             if os.path.isdir(plan["ext_seed"]):
                 shutil.copytree(plan["ext_seed"], plan["ext_dir"], symlinks=True, dirs_exist_ok=True)
         self.phase = "import"
-        cand = self.spawn("candidate", plan["candidate"], trusted=False, fds=(fresh_fd,),
-                          audit=AuditLine(int(plan["audit_max_bytes"]), "candidate"))
+        cand = self.spawn(
+            "candidate",
+            plan["candidate"],
+            trusted=False,
+            fds=(fresh_fd,),
+            audit=AuditLine(int(plan["audit_max_bytes"]), "candidate"),
+        )
         os.close(fresh_fd)
         self.expect(cand, "loaded", time.monotonic() + lim["import_timeout_s"], "importing the candidate")
 
@@ -903,7 +953,9 @@ class Supervisor:
 
         self.phase = "warm-up"
         for s in subjects:
-            warm_up(lambda n, s=s: warm(s, n), plan["warmup_iters"], float(plan.get("warmup_s", 0.0)), plan["max_iters"])
+            warm_up(
+                lambda n, s=s: warm(s, n), plan["warmup_iters"], float(plan.get("warmup_s", 0.0)), plan["max_iters"]
+            )
 
         def faults_of(subject: str) -> int:
             if subject == "candidate":
@@ -936,7 +988,12 @@ class Supervisor:
             if fresh:
                 # A fresh round: every call on an input no call saw before, written by the
                 # reference after the flush (the candidate's while it is stopped).
-                call("eager", {"cmd": "prepare", "subject": s, "seed": seed, "n": n}, "prepared", lim["forward_timeout_s"])
+                call(
+                    "eager",
+                    {"cmd": "prepare", "subject": s, "seed": seed, "n": n},
+                    "prepared",
+                    lim["forward_timeout_s"],
+                )
             w = worker_for(s)
             # The worker reports each call's output; the audited ones' are read from its memory.
             w.audit.start_round(n, audited, answers)
@@ -948,8 +1005,11 @@ class Supervisor:
             t1 = time.monotonic()
             reported = w.audit.end_round()
             if reported != n:
-                raise Stop("protocol", f"{s} reported {reported} outputs on the audit line in a round of {n} calls",
-                           "verifier" if w.trusted else "candidate")
+                raise Stop(
+                    "protocol",
+                    f"{s} reported {reported} outputs on the audit line in a round of {n} calls",
+                    "verifier" if w.trusted else "candidate",
+                )
             if s == "candidate":
                 reads.extend(w.audit.keep())
             # The time the subject was held still while its audited output was read is the
@@ -957,9 +1017,17 @@ class Supervisor:
             # that did not follow the calls, and let a candidate whose rounds were sized while it
             # was slow hide a 0.06 ms call under the roofline).
             held = w.audit.held_s
-            return {"subject": s, "n": n, "wall_s": t1 - t0 - held, "held_s": held, "cpu_s": cpu_of(s) - cpu0,
-                    "audits": audited, "faults": faults_of(s) - faults0, "flush_cpu_s": flush_cpu,
-                    "flush_wall_s": flush_wall}, keys
+            return {
+                "subject": s,
+                "n": n,
+                "wall_s": t1 - t0 - held,
+                "held_s": held,
+                "cpu_s": cpu_of(s) - cpu0,
+                "audits": audited,
+                "faults": faults_of(s) - faults0,
+                "flush_cpu_s": flush_cpu,
+                "flush_wall_s": flush_wall,
+            }, keys
 
         self.phase = "calibration"
         base_n: dict[str, int] = {}
@@ -967,9 +1035,18 @@ class Supervisor:
 
         def note_audits(keys: list, kind: str, n: int, label) -> None:
             # What the replay needs to make each audited call's input again, and where it was.
-            audits.extend({"kind": kind, "seed": sd, "n": n, "index": j, "call": k,
-                           **({"salt": salt} if salt is not None else {}), "round": label}
-                          for sd, j, k, salt in keys)
+            audits.extend(
+                {
+                    "kind": kind,
+                    "seed": sd,
+                    "n": n,
+                    "index": j,
+                    "call": k,
+                    **({"salt": salt} if salt is not None else {}),
+                    "round": label,
+                }
+                for sd, j, k, salt in keys
+            )
 
         def calibration_round(s: str, n: int) -> float:
             # The candidate's are audited as the timed rounds are: one that knew these rounds
@@ -984,13 +1061,17 @@ class Supervisor:
 
         for s in subjects:
             # faults: the round just logged by calibration_round
-            calibrated[s] = calibrate(lambda n, s=s: calibration_round(s, n), plan["target_round_s"], plan["max_iters"],
-                                      faults=lambda: int(self.log[-1]["faults"]))
+            calibrated[s] = calibrate(
+                lambda n, s=s: calibration_round(s, n),
+                plan["target_round_s"],
+                plan["max_iters"],
+                faults=lambda: int(self.log[-1]["faults"]),
+            )
             base_n[s] = max(2, min(plan["max_iters"], int(plan["target_round_s"] / max(calibrated[s], 1e-6))))
         rounds = plan["rounds"]
         self.phase = "timed rounds"
         for r in range(rounds):
-            order = subjects[r % len(subjects):] + subjects[: r % len(subjects)]
+            order = subjects[r % len(subjects) :] + subjects[: r % len(subjects)]
             for s in order:
                 # Odd rounds run three times the iterations: the time must follow (timing_integrity).
                 n = base_n[s] * (1 if r % 2 == 0 else 3)
@@ -1007,7 +1088,7 @@ class Supervisor:
         self.phase = "fresh rounds"
         pair = [s for s in ("eager", "candidate") if s in subjects]
         for r in range(int(plan.get("fresh_rounds", 0))):
-            for s in (pair if r % 2 == 0 else pair[::-1]):
+            for s in pair if r % 2 == 0 else pair[::-1]:
                 n = max(1, min(fresh_capacity, base_n[s]))
                 seed = rng.getrandbits(62)
                 picked = pick_audits(rng, n)
@@ -1028,9 +1109,17 @@ class Supervisor:
         result["audit_saved"], result["audit_layout"] = save_audits(plan["audit_candidate"], reads)
         result["audit_read_ms"] = {"reference": ref.audit.read_ms, "candidate": cand.audit.read_ms}
         worker_for("eager")
-        ref.send({"cmd": "replay", "subject": "eager", "audits": [[a["kind"], a["seed"], a["index"], a.get("salt")] for a in audits],
-                  "path": plan["audit_reference"]})
-        self.expect(ref, "replayed", time.monotonic() + lim["forward_timeout_s"] * (4 + len(audits)), "replaying the audit")
+        ref.send(
+            {
+                "cmd": "replay",
+                "subject": "eager",
+                "audits": [[a["kind"], a["seed"], a["index"], a.get("salt")] for a in audits],
+                "path": plan["audit_reference"],
+            }
+        )
+        self.expect(
+            ref, "replayed", time.monotonic() + lim["forward_timeout_s"] * (4 + len(audits)), "replaying the audit"
+        )
         ref.send({"cmd": "finish"})
         self.expect(ref, "finished", time.monotonic() + 60, "finishing the reference")
         result["integrity"] = sorted(set(integrity))

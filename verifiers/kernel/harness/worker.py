@@ -36,7 +36,9 @@ import types
 
 # The shared harness (verifiers/common/harness, bound at /assay/common/harness): how every kind's
 # judge loads a submitted file. Same relative place in the checkout and in the sandbox.
-_COMMON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "common", "harness")
+_COMMON = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "common", "harness"
+)
 sys.path.insert(0, _COMMON)
 from assay_harness import load_entry as load_module  # noqa: E402
 
@@ -63,8 +65,12 @@ EXPONENT_STEP = {
 FLOATS = tuple(EXPONENT_STEP)
 MAX_FRESH = 8192  # fresh inputs a round may hold (FreshInputs.SPREAD offsets tell them apart)
 FRESH_SLOTS = 1 << 16  # a fresh round's answers: the next input's index + its salt * FRESH_SLOTS
-POISON = {"float32": ("int32", 0x7FC0FFEE), "float64": ("int64", 0x7FF8DEADBEEFF00D),
-          "float16": ("int16", 0x7E5A), "bfloat16": ("int16", 0x7FDA)}
+POISON = {
+    "float32": ("int32", 0x7FC0FFEE),
+    "float64": ("int64", 0x7FF8DEADBEEFF00D),
+    "float16": ("int16", 0x7E5A),
+    "bfloat16": ("int16", 0x7FDA),
+}
 
 
 def _nondumpable() -> None:
@@ -99,6 +105,7 @@ class Channel:
 
 
 # ---------------------------------------------------------------------------------- tasks
+
 
 def jsonable(value):
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -161,6 +168,7 @@ def nbytes(t) -> int:
 
 # ------------------------------------------------------------------------- reference roles
 
+
 def role_reference(plan: dict) -> dict:
     """Every planned run: seeded inputs from get_inputs(), the Model's outputs, both saved."""
     import torch
@@ -187,14 +195,18 @@ def role_reference(plan: dict) -> dict:
                 raise TypeError(f"the task's Model returned {type(out).__name__}, not a tensor or tuple of tensors")
             specs, tensors = describe_inputs(inputs)
             save_tensors(os.path.join(plan["inputs_dir"], f"run_{run['id']}.safetensors"), tensors)
-            save_tensors(os.path.join(plan["expected_dir"], f"run_{run['id']}.safetensors"),
-                         {f"out_{j}": o for j, o in enumerate(outs)})
+            save_tensors(
+                os.path.join(plan["expected_dir"], f"run_{run['id']}.safetensors"),
+                {f"out_{j}": o for j, o in enumerate(outs)},
+            )
             params = sum(nbytes(p) for p in list(model.parameters()) + list(model.buffers()))
             entry.update(
                 ok=True,
                 init_args=init_args,
                 inputs=specs,
-                outputs=[{"key": f"out_{j}", "dtype": dtype_name(o), "shape": list(o.shape)} for j, o in enumerate(outs)],
+                outputs=[
+                    {"key": f"out_{j}", "dtype": dtype_name(o), "shape": list(o.shape)} for j, o in enumerate(outs)
+                ],
                 output_kind="tensor" if type(out) is torch.Tensor else "tuple",
                 min_bytes=sum(nbytes(t) for t in tensors.values()) + sum(nbytes(o) for o in outs) + params,
             )
@@ -223,8 +235,12 @@ def role_warm(plan: dict) -> dict:
     ref = model(*args)
     outs, refs = outputs_of(out), outputs_of(ref)
     # As many outputs as eager's, each close: a compiled Model that drops an output does not match.
-    same = outs is not None and refs is not None and len(outs) == len(refs) and all(
-        torch.allclose(a, b, atol=1e-3, rtol=1e-3, equal_nan=True) for a, b in zip(outs, refs, strict=True))
+    same = (
+        outs is not None
+        and refs is not None
+        and len(outs) == len(refs)
+        and all(torch.allclose(a, b, atol=1e-3, rtol=1e-3, equal_nan=True) for a, b in zip(outs, refs, strict=True))
+    )
     return {"ok": True, "seconds": time.monotonic() - started, "matches_eager": bool(same)}
 
 
@@ -269,8 +285,12 @@ def trust_cpu_vec_isas() -> None:
         isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in listed for f in str(isa).split())]
         cxx = get_cpp_compiler()
         for isa in isas:
-            probe = subprocess.run([cxx, *isa.build_arch_flags().split(), "-x", "c++", "-c", "-o", os.devnull, "-"],
-                                   input=b"int main() { return 0; }\n", capture_output=True, timeout=60)
+            probe = subprocess.run(
+                [cxx, *isa.build_arch_flags().split(), "-x", "c++", "-c", "-o", os.devnull, "-"],
+                input=b"int main() { return 0; }\n",
+                capture_output=True,
+                timeout=60,
+            )
             if probe.returncode != 0:
                 return
         config.cpp.vec_isa_ok = True
@@ -279,6 +299,7 @@ def trust_cpu_vec_isas() -> None:
 
 
 # ------------------------------------------------------------------------ candidate loading
+
 
 class OpWatch:
     """The op recorder (harness/opwatch.cpp) through its C functions. It counts its own arm and
@@ -483,11 +504,11 @@ class Sampler:
         self._arm.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self.interval_ns = interval_us * 1000
         self.started = lib.assay_sampler_start(ctypes.c_long(interval_us)) == 0
-        self.cpu_ns: dict[int, int] = {}   # per thread, inside the armed windows
-        self.process_ns = 0                # all threads, ended ones too, inside the windows
+        self.cpu_ns: dict[int, int] = {}  # per thread, inside the armed windows
+        self.process_ns = 0  # all threads, ended ones too, inside the windows
         self._process_before = 0
-        self.stopped = 0                   # timers found stopped at a window's end
-        self.calls = 0                     # forward calls inside the windows
+        self.stopped = 0  # timers found stopped at a window's end
+        self.calls = 0  # forward calls inside the windows
         self._before: dict[int, int] = {}
 
     def arm(self, calls: int) -> None:
@@ -528,10 +549,16 @@ class Sampler:
         ended_ns = max(0, self.process_ns - alive_ns)
         cpu_ns = alive_ns + ended_ns
         sampled_ns = sum(per_thread.values()) * self.interval_ns
-        return {"samples": [[f, off, k] for (f, off), k in sorted(counts.items())],
-                "problems": self._problems(n, cap, cpu_ns, sampled_ns, per_thread),
-                "interval_us": self.interval_ns // 1000, "calls": self.calls, "cpu_ms": round(cpu_ns / 1e6, 1),
-                "sampled_ms": round(sampled_ns / 1e6, 1), "ended_ms": round(ended_ns / 1e6, 1), "count": n}
+        return {
+            "samples": [[f, off, k] for (f, off), k in sorted(counts.items())],
+            "problems": self._problems(n, cap, cpu_ns, sampled_ns, per_thread),
+            "interval_us": self.interval_ns // 1000,
+            "calls": self.calls,
+            "cpu_ms": round(cpu_ns / 1e6, 1),
+            "sampled_ms": round(sampled_ns / 1e6, 1),
+            "ended_ms": round(ended_ns / 1e6, 1),
+            "count": n,
+        }
 
     def _problems(self, n: int, cap: int, cpu_ns: int, sampled_ns: int, per_thread: dict[int, int]) -> list[str]:
         if not self.started:
@@ -544,13 +571,17 @@ class Sampler:
         if n > cap:
             found.append(f"the CPU sampler took {n} samples, more than its {cap} slots")
         if cpu_ns >= 200 * 10**6 and sampled_ns < cpu_ns // 2:
-            found.append(f"the CPU sampler saw {sampled_ns / 1e6:.0f} ms of the {cpu_ns / 1e6:.0f} ms the candidate's "
-                         "threads ran (SIGPROF blocked, or its timer tampered with)")
+            found.append(
+                f"the CPU sampler saw {sampled_ns / 1e6:.0f} ms of the {cpu_ns / 1e6:.0f} ms the candidate's "
+                "threads ran (SIGPROF blocked, or its timer tampered with)"
+            )
         for tid, ns in self.cpu_ns.items():
             seen = per_thread.get(tid, 0) * self.interval_ns
             if ns >= 100 * 10**6 and seen < ns // 4:
-                found.append(f"thread {tid} ran {ns / 1e6:.0f} ms of CPU and was sampled for {seen / 1e6:.0f} ms "
-                             "(it blocked SIGPROF, or started inside a round)")
+                found.append(
+                    f"thread {tid} ran {ns / 1e6:.0f} ms of CPU and was sampled for {seen / 1e6:.0f} ms "
+                    "(it blocked SIGPROF, or started inside a round)"
+                )
         return found
 
 
@@ -630,6 +661,7 @@ def _format(exc: BaseException) -> str:
 
 # ----------------------------------------------------------------------- harness integrity
 
+
 class Integrity:
     """Identities of what a candidate would patch to fool an in-process harness.
 
@@ -640,14 +672,32 @@ class Integrity:
         import torch
 
         self.watch = {}
-        for name in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns",
-                     "process_time", "sleep"):
+        for name in (
+            "perf_counter",
+            "perf_counter_ns",
+            "monotonic",
+            "monotonic_ns",
+            "time",
+            "time_ns",
+            "process_time",
+            "sleep",
+        ):
             self.watch[f"time.{name}"] = (time, name)
         for name in ("allclose", "equal", "isclose", "manual_seed", "empty", "empty_like"):
             self.watch[f"torch.{name}"] = (torch, name)
         self.watch["torch.testing.assert_close"] = (torch.testing, "assert_close")
-        for name in ("__eq__", "clone", "copy_", "data_ptr", "untyped_storage", "contiguous", "view", "numpy",
-                     "detach", "__torch_function__"):
+        for name in (
+            "__eq__",
+            "clone",
+            "copy_",
+            "data_ptr",
+            "untyped_storage",
+            "contiguous",
+            "view",
+            "numpy",
+            "detach",
+            "__torch_function__",
+        ):
             self.watch[f"torch.Tensor.{name}"] = (torch.Tensor, name)
         for name in ("__call__", "_call_impl"):
             self.watch[f"torch.nn.Module.{name}"] = (torch.nn.Module, name)
@@ -662,8 +712,10 @@ class Integrity:
         for name in ("__init__", "__getitem__"):  # CtypesWatch's hooks
             self.watch[f"ctypes.CDLL.{name}"] = (ctypes.CDLL, name)
         self.watch["hashlib.sha256"] = (hashlib, "sha256")
-        self.saved = {k: obj.__dict__.get(attr) if isinstance(obj, type) else getattr(obj, attr, None)
-                      for k, (obj, attr) in self.watch.items()}
+        self.saved = {
+            k: obj.__dict__.get(attr) if isinstance(obj, type) else getattr(obj, attr, None)
+            for k, (obj, attr) in self.watch.items()
+        }
         self.builtins = dict(vars(builtins))
         self.modules = {n: sys.modules.get(n) for n in ("time", "torch", "os", "json", "builtins", "__main__")}
         main = sys.modules[__name__]
@@ -712,12 +764,15 @@ class Integrity:
         if opwatch is not None and opwatch.record_was_off():
             found.append("RecordFunction was switched off on the forward thread (the op recorder saw none of its ops)")
         if opwatch is not None and opwatch.record_switched_off:
-            found.append(f"the candidate switched RecordFunction off {opwatch.record_switched_off} time(s) "
-                         "(torch.autograd._enable_record_function(False)): its ops went unrecorded")
+            found.append(
+                f"the candidate switched RecordFunction off {opwatch.record_switched_off} time(s) "
+                "(torch.autograd._enable_record_function(False)): its ops went unrecorded"
+            )
         return sorted(set(found))
 
 
 # ----------------------------------------------------------------------------- check role
+
 
 def storage_span(t) -> tuple[int, int]:
     st = t.untyped_storage()
@@ -746,8 +801,9 @@ def poison(spec: dict) -> None:
         return
     int_name, pattern = POISON[dtype]
     block = torch.empty(spec["shape"], dtype=getattr(torch, dtype))
-    block.view(getattr(torch, int_name)).fill_(pattern if pattern < (1 << (8 * block.element_size() - 1))
-                                               else pattern - (1 << (8 * block.element_size())))
+    block.view(getattr(torch, int_name)).fill_(
+        pattern if pattern < (1 << (8 * block.element_size() - 1)) else pattern - (1 << (8 * block.element_size()))
+    )
     del block
 
 
@@ -794,8 +850,12 @@ def role_check(plan: dict, chan: Channel) -> None:
             out = model(*args)
         except SystemExit as exc:
             opwatch.disarm()
-            chan.event("error", phase=f"forward (run {run['id']})", kind="exit",
-                       detail=f"SystemExit({exc.code!r}) raised in forward")
+            chan.event(
+                "error",
+                phase=f"forward (run {run['id']})",
+                kind="exit",
+                detail=f"SystemExit({exc.code!r}) raised in forward",
+            )
             _exit(4)
         except BaseException as exc:
             opwatch.disarm()
@@ -826,21 +886,32 @@ def role_check(plan: dict, chan: Channel) -> None:
         record["py_threads_after"] = _thread._count() - baseline_threads
         record["changed_after_return"] = any(
             not torch.equal(s.view(-1).view(torch.uint8), o.detach().contiguous().view(-1).view(torch.uint8))
-            for s, o in zip(snaps, outs, strict=True))
+            for s, o in zip(snaps, outs, strict=True)
+        )
         spans_out = [storage_span(o) for o in outs]
         record["aliases_input"] = any(overlaps(a, b) for a in spans_out for b in spans_in)
         record["aliases_earlier_output"] = any(overlaps(a, b) for a in spans_out for b in held_outputs)
         record["aliases_other_output"] = any(
-            overlaps(spans_out[i], spans_out[j]) for i in range(len(outs)) for j in range(i + 1, len(outs)))
+            overlaps(spans_out[i], spans_out[j]) for i in range(len(outs)) for j in range(i + 1, len(outs))
+        )
         held_outputs.extend(spans_out)
-        record["inputs_changed"] = [i for i, (t, h) in enumerate(zip(tensors_in, before, strict=True)) if digest(t) != h]
+        record["inputs_changed"] = [
+            i for i, (t, h) in enumerate(zip(tensors_in, before, strict=True)) if digest(t) != h
+        ]
         record["ops"], record["foreign_ops"] = opwatch.take()
         save_tensors(run["out_file"], {f"out_{j}": s for j, s in enumerate(snaps)})
         record["saved"] = True
         # Keep the outputs alive so a later run cannot be handed the same memory unnoticed.
         held_inputs[("out", run["id"])] = outs
-    chan.event("finished", report={"runs": runs, "integrity": integrity.problems(opwatch), "compilers": compilers(),
-                                   "ctypes_functions": foreign.take()})
+    chan.event(
+        "finished",
+        report={
+            "runs": runs,
+            "integrity": integrity.problems(opwatch),
+            "compilers": compilers(),
+            "ctypes_functions": foreign.take(),
+        },
+    )
     _exit(0)
 
 
@@ -857,6 +928,7 @@ def _type_name(obj) -> str:
 
 # ---------------------------------------------------------------------------- timing roles
 
+
 class Perturb:
     """Change one element in every row of the task's largest float input around each timed
     iteration (scaled by 8, the exact bits put back after), so no two iterations see the same
@@ -872,8 +944,11 @@ class Perturb:
         import torch
 
         self.view = None
-        floats = [a for a in args if isinstance(a, torch.Tensor) and dtype_name(a) in EXPONENT_STEP
-                  and a.is_contiguous() and a.numel() > 0]
+        floats = [
+            a
+            for a in args
+            if isinstance(a, torch.Tensor) and dtype_name(a) in EXPONENT_STEP and a.is_contiguous() and a.numel() > 0
+        ]
         if not floats:
             return
         target = max(floats, key=lambda t: t.numel())
@@ -990,7 +1065,7 @@ class AuditLine:
         """Report `out`, wait for the answer, and return it (what the next call needs)."""
         data = self.describe(out)
         while data:
-            data = data[_write(self.line, data):]
+            data = data[_write(self.line, data) :]
         answer = b""
         while len(answer) < ANSWER_BYTES:
             got = _read(self.line, ANSWER_BYTES - len(answer))
@@ -1012,8 +1087,19 @@ class AuditLine:
         elif any(o.device.type != "cpu" for o in outs):
             desc = {"error": "not a CPU tensor"}
         else:
-            desc = {"outs": [[o.data_ptr(), extent(o) * o.element_size(), dtype_name(o), o.element_size(),
-                              list(o.shape), list(o.stride())] for o in outs]}
+            desc = {
+                "outs": [
+                    [
+                        o.data_ptr(),
+                        extent(o) * o.element_size(),
+                        dtype_name(o),
+                        o.element_size(),
+                        list(o.shape),
+                        list(o.stride()),
+                    ]
+                    for o in outs
+                ]
+            }
         return (_dumps(desc, separators=(",", ":")) + "\n").encode()
 
 
@@ -1047,8 +1133,7 @@ class FreshInputs:
 
     SPREAD = 8192  # offsets into the factor table: more than any round's iterations
 
-    def __init__(self, args, budget_bytes: int, shared: int | None = None, fill: bool = True,
-                 perturb_max: int = 0):
+    def __init__(self, args, budget_bytes: int, shared: int | None = None, fill: bool = True, perturb_max: int = 0):
         import numpy as np
         import torch
 
@@ -1056,8 +1141,11 @@ class FreshInputs:
         self.target = None
         self.change, self.bits = None, []  # each call's change (none without a float input)
         self.fill = fill
-        floats = [i for i, a in enumerate(self.args) if isinstance(a, torch.Tensor) and dtype_name(a) in FLOATS
-                  and a.is_contiguous() and a.numel() > 0]
+        floats = [
+            i
+            for i, a in enumerate(self.args)
+            if isinstance(a, torch.Tensor) and dtype_name(a) in FLOATS and a.is_contiguous() and a.numel() > 0
+        ]
         self.capacity = MAX_FRESH
         if not floats:
             return
@@ -1098,8 +1186,10 @@ class FreshInputs:
         self._map = mmap.mmap(fd, total, mmap.MAP_SHARED | mmap.MAP_POPULATE, mmap.PROT_READ | mmap.PROT_WRITE)
         if not self.fill:
             torch.frombuffer(self._map, dtype=torch.uint8).add_(0)
-        return [torch.frombuffer(self._map, dtype=base.dtype, count=base.numel(), offset=j * size).view(base.shape)
-                for j in range(min(self.capacity, total // size))]
+        return [
+            torch.frombuffer(self._map, dtype=base.dtype, count=base.numel(), offset=j * size).view(base.shape)
+            for j in range(min(self.capacity, total // size))
+        ]
 
     def _offset(self, seed: int, j: int) -> int:
         return ((seed * 0x9E3779B97F4A7C15) % self.SPREAD + j * 1_000_003) % self.SPREAD
@@ -1109,7 +1199,7 @@ class FreshInputs:
 
         base = self.args[self.target]
         at = self._offset(seed, j)
-        return torch.mul(base, self.factors[at:at + base.numel()].view(base.shape), out=out)
+        return torch.mul(base, self.factors[at : at + base.numel()].view(base.shape), out=out)
 
     def prepare(self, seed: int, n: int) -> list[list]:
         """The argument lists of the n iterations of the round with this seed, in the pool's
@@ -1188,8 +1278,9 @@ def role_time_ref(plan: dict, chan: Channel) -> None:
     # One memfd holds the fresh rounds' inputs, whoever's round it is (rounds run one at a
     # time); the candidate's worker maps it too (see FreshInputs). Only eager and the
     # candidate run fresh rounds.
-    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"],
-                        perturb_max=plan["perturb_max_elements"])
+    fresh = FreshInputs(
+        args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"], perturb_max=plan["perturb_max_elements"]
+    )
     inputs = {"eager": fresh, "compiled": fresh, "copy": fresh, "for_candidate": fresh}
     perturb = Perturb(args, plan["perturb_max_elements"])
     flush = Flusher(plan["flush_mb"])
@@ -1209,14 +1300,29 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
     cls = import_candidate(plan, chan)
     model = construct(cls, plan["init_args"], plan["init_seed"], chan)
     args = load_inputs(plan["inputs_file"], plan["inputs"])
-    fresh = FreshInputs(args, plan["fresh_input_mb"] << 20, shared=plan["fresh_fd"], fill=False,
-                        perturb_max=plan["perturb_max_elements"])
+    fresh = FreshInputs(
+        args,
+        plan["fresh_input_mb"] << 20,
+        shared=plan["fresh_fd"],
+        fill=False,
+        perturb_max=plan["perturb_max_elements"],
+    )
     perturb = Perturb(args, plan["perturb_max_elements"])
     flush = Flusher(plan["flush_mb"])
     opwatch.take()
     chan.event("loaded")
-    serve(chan, {"candidate": model}, {"candidate": fresh}, perturb, flush, AuditLine(plan["line_fd"]),
-          opwatch, integrity, foreign, sampler)
+    serve(
+        chan,
+        {"candidate": model},
+        {"candidate": fresh},
+        perturb,
+        flush,
+        AuditLine(plan["line_fd"]),
+        opwatch,
+        integrity,
+        foreign,
+        sampler,
+    )
 
 
 @contextlib.contextmanager
@@ -1234,8 +1340,18 @@ def _watching(opwatch: OpWatch | None, sampler: Sampler | None, calls: int):
         opwatch.disarm()
 
 
-def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None, integrity=None, foreign=None,
-          sampler: Sampler | None = None) -> None:
+def serve(
+    chan,
+    subjects,
+    inputs,
+    perturb,
+    flush,
+    line: AuditLine,
+    opwatch=None,
+    integrity=None,
+    foreign=None,
+    sampler: Sampler | None = None,
+) -> None:
     ready: list[list] = []
     while True:
         cmd = chan.command()
@@ -1258,7 +1374,9 @@ def serve(chan, subjects, inputs, perturb, flush, line: AuditLine, opwatch=None,
             # Trusted reference only: a fresh round's inputs; the candidate's while every
             # candidate process is stopped.
             subject = cmd["subject"]
-            made = inputs["for_candidate" if subject == "candidate" else subject].prepare(int(cmd["seed"]), int(cmd["n"]))
+            made = inputs["for_candidate" if subject == "candidate" else subject].prepare(
+                int(cmd["seed"]), int(cmd["n"])
+            )
             if subject != "candidate":
                 ready = made
             chan.event("prepared")
@@ -1334,6 +1452,7 @@ def _save_audits(path: str, outs: list) -> str:
 
 
 # ----------------------------------------------------------------------------------- main
+
 
 def main() -> None:
     if sys.argv[1:] == ["--plain"]:

@@ -5,7 +5,9 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "common", "harness"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "common", "harness")
+)
 import assay_harness  # noqa: E402
 import assay_timing  # noqa: E402
 
@@ -23,10 +25,17 @@ def main() -> None:
     inputs = [[random.Random(seed).randint(-50, 50) for _ in range(64)] for seed in plan["seeds"]]
     expected = [ref(xs) for xs in inputs]
     got = [new(xs) for xs in inputs]
-    log = assay_timing.interleave({"reference": lambda: ref(inputs[0]), "submission": lambda: new(inputs[0])},
-                                  rounds=4, target_round_s=0.01)
-    assay_harness.emit({"expected": expected, "got": got, "log": log,
-                        "isolation": assay_harness.isolation_problems("/assay/submission")})
+    log = assay_timing.interleave(
+        {"reference": lambda: ref(inputs[0]), "submission": lambda: new(inputs[0])}, rounds=4, target_round_s=0.01
+    )
+    assay_harness.emit(
+        {
+            "expected": expected,
+            "got": got,
+            "log": log,
+            "isolation": assay_harness.isolation_problems("/assay/submission"),
+        }
+    )
 
 
 main()
