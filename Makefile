@@ -15,11 +15,12 @@ PYTEST_ARGS ?=
 # Every pip install below (and in scripts/) takes the versions CI last passed with.
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 
-.PHONY: demo test install install-test sandboxes services sign-examples bench constraints clean help
+.PHONY: demo test lint typecheck install install-test sandboxes services sign-examples bench constraints clean help
 
 help:
 	@echo "make demo   - install assay and run the main job (softmax kernel, playbook brain, signed verdict)"
 	@echo "make test   - install test dependencies, Docker, bubblewrap, PostgreSQL, MCP Inspector; run the suite"
+	@echo "make lint   - ruff check and ruff format --check over the tree (what make test runs first)"
 	@echo "make bench  - run the benchmarks (sandbox, gateway, kernels, autotune) and print their JSON"
 
 $(PY):
@@ -59,7 +60,12 @@ demo: install sign-examples
 	./scripts/ensure-bwrap.sh
 	$(ASSAY) run examples/kernel/softmax.toml
 
-test: install-test sandboxes services
+# The linter and the formatter's check: seconds, so every make test starts with them.
+lint: install-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: install-test sandboxes services lint
 	$(PY) -P -m pytest -q $(PYTEST_ARGS)
 
 bench: install sandboxes

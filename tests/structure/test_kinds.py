@@ -62,7 +62,7 @@ def test_the_manifest_signs_and_loads(kind, tmp_path, monkeypatch):
     monkeypatch.setenv("ASSAY_HOME", str(tmp_path / "home"))
     settings.cache_clear()
     path = shipped_manifest_path(f"{kind}-agent")
-    assert path == ROOT / "policies" / "manifests" / f"{kind}-agent.toml"
+    assert path.resolve() == ROOT / "policies" / "manifests" / f"{kind}-agent.toml"
     keygen(if_missing=True)
     sign_manifest(path, to_store=True)
     manifest = load_signed_manifest(path, role=f"{kind}-agent")
