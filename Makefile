@@ -27,7 +27,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml constraints.txt | $(PY)
+$(VENV)/.installed: pyproject.toml constraints.txt $(wildcard policies/redaction/re2*.cpp policies/redaction/re2*.h) | $(PY)
 	$(PIP) install -q $(TORCH_PIN)
 	$(PIP) install -q -e .
 	./scripts/ensure-re2.sh $(PY)

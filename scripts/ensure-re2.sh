@@ -2,8 +2,9 @@
 # Make sure RE2's headers and library are there, so re2bulk's library builds (policies/redaction/re2*.cpp):
 # redaction's detectors then run natively on long texts, their whole-text passes on a second
 # core. Installs Debian's libre2-dev with apt if the header is missing, then builds the library
-# into the user's cache. Without them redaction still works, in Python (the same findings,
-# slower): this warns and goes on rather than failing the install.
+# into the environment assay is installed in, with its SHA-256 beside it: the gateway loads only
+# that build, checked (policies/redaction/re2bulk.py). Without them redaction still works, in
+# Python (the same findings, slower): this warns and goes on rather than failing the install.
 set -eu
 PY="${1:-python3}"
 
@@ -16,4 +17,4 @@ if [ ! -f /usr/include/re2/re2.h ]; then
     exit 0
   fi
 fi
-"$PY" -m assay.policies.redaction.re2bulk >/dev/null || echo "ensure-re2: the re2bulk build failed; redaction will run in Python (slower)" >&2
+"$PY" -c "from assay.policies.redaction import re2bulk; print(re2bulk.build())" >/dev/null || echo "ensure-re2: the re2bulk build failed; redaction will run in Python (slower)" >&2

@@ -31,7 +31,10 @@ MIN_LENGTH = 6
 # Encoded fragments shorter than this match too much ordinary text to be worth it.
 MIN_ENCODED = 8
 
-_SEP = rb"(?:\s|\\+[nrt])*"
+# What may stand between two characters of a value: whitespace and escaped line ends (wrapping),
+# and the separators a value printed in pieces shows (comma-, pipe- or colon-separated, a list
+# of one-character strings: 'g', 'h', ...), however short the pieces.
+_SEP = rb"(?:[\s,|;:'\"\[\]]|\\+[nrt])*"
 _B64CHARS = rb"[A-Za-z0-9+/_-]"
 
 
@@ -89,6 +92,24 @@ def _hex_number(n: int, width: int = 0) -> bytes:
     return b"0*" + body
 
 
+def _char_escapes(char: str) -> list[bytes]:
+    """How an escaping encoder may write any character, a letter or digit too: \\u0067 (JSON
+    with every character escaped), \\x67 (C, Python), \\147 (octal: C, bash's $'...'), and
+    0x67 (a hex list, as xxd -i writes bytes), one byte of UTF-8 each for those three, and HTML's
+    numeric &#103; and &#x67;."""
+    code = ord(char)
+    alts = []
+    if code < 0x10000:
+        alts.append(rb"\\+u" + _hex_number(code, 4))
+    raw = char.encode("utf-8")
+    alts.append(b"".join(rb"\\+x" + _hex_number(b, 2) for b in raw))
+    alts.append(b"".join(rb"\\+0?" + b"%03o" % b for b in raw))
+    alts.append(_SEP.join(b"0[xX]" + _hex_number(b, 2) for b in raw))
+    alts.append(b"&#0*" + str(code).encode() + b";")  # HTML numeric, as an encoder that escapes all
+    alts.append(b"&#[xX]" + _hex_number(code) + b";")
+    return alts
+
+
 def _escapes(char: str) -> list[bytes]:
     """How encoders may write one character that is not an ASCII letter or digit: Go's
     encoding/json writes <, > and & as \\u003c..., Python's json.dumps every non-ASCII
@@ -129,9 +150,10 @@ def _text_form(value: bytes) -> bytes:
     for char in chars:
         raw = char.encode("utf-8")
         alts = [_SEP.join(b"(?:" + b"|".join(_byte_alternatives(b)) + b")" for b in raw)]
+        alts += _char_escapes(char)
         if not (char.isascii() and char.isalnum()):
             alts += _escapes(char)
-        parts.append(b"(?:" + b"|".join(alts) + b")")
+        parts.append(b"(?:" + b"|".join(dict.fromkeys(alts)) + b")")
     return _SEP.join(parts)
 
 

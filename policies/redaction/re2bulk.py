@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import subprocess
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -85,21 +86,29 @@ def python_only():
         _python_only -= 1
 
 
-def _cache_dir() -> Path:
-    # The user's cache, not ASSAY_HOME: the build depends on the machine, not on the run's
-    # state, and every process of every home shares it (the Makefile builds it there).
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "assay" / "re2bulk"
+def _install_dir() -> Path:
+    # Inside the installation (the environment assay is installed in), written by `make install`
+    # only: never a user cache that any process of the user could fill with a library of its
+    # own under the expected name. The gateway loads nothing it did not find here, checked.
+    return Path(sys.prefix) / "share" / "assay" / "re2bulk"
+
+
+def _names() -> tuple[Path, Path]:
+    """The library this source builds to, and the file holding its SHA-256 (both by the
+    sources' own hash, so an install of other sources never loads this build)."""
+    source = b"".join(path.read_bytes() for path in SOURCES + HEADERS)
+    digest = hashlib.sha256(source + " ".join(FLAGS).encode()).hexdigest()[:16]
+    lib = _install_dir() / f"re2bulk-{digest}.so"
+    return lib, lib.with_name(lib.name + ".sha256")
 
 
 def build() -> Path:
-    """Compile the sources (once per their text and the flags) and return the library's path."""
-    source = b"".join(path.read_bytes() for path in SOURCES + HEADERS)
-    digest = hashlib.sha256(source + " ".join(FLAGS).encode()).hexdigest()[:16]
-    out_dir = _cache_dir()
-    lib = out_dir / f"re2bulk-{digest}.so"
-    if lib.exists():
+    """Compile the sources at install time (`make install` runs this module) and record the
+    built library's SHA-256 beside it; return its path. Never called by the gateway."""
+    lib, recorded = _names()
+    if lib.exists() and recorded.exists():
         return lib
+    out_dir = lib.parent
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f".{lib.name}.{os.getpid()}.{threading.get_ident()}"
     cmd = ["g++", *FLAGS, "-o", str(tmp), *map(str, SOURCES), "-lre2"]
@@ -112,7 +121,30 @@ def build() -> Path:
         first = (done.stderr.strip().splitlines() or ["no output"])[0]
         raise RuntimeError(f"g++ failed: {first} (is libre2-dev installed? `make install` installs it)")
     os.replace(tmp, lib)  # atomic: a concurrent build leaves one complete file
+    recorded.write_text(hashlib.sha256(lib.read_bytes()).hexdigest() + "\n")
     return lib
+
+
+def load_verified() -> ctypes.CDLL:
+    """The install-time build, loaded only if its bytes hash to what the build recorded, and
+    loaded from those very bytes (a memfd), so a file swapped after the check is never mapped."""
+    lib, recorded = _names()
+    if not lib.exists() or not recorded.exists():
+        raise RuntimeError(f"not built at install time ({lib.name} under {lib.parent}; `make install` builds it)")
+    data = lib.read_bytes()
+    want = recorded.read_text().strip()
+    if hashlib.sha256(data).hexdigest() != want:
+        raise RuntimeError(
+            f"{lib} does not match the SHA-256 its build recorded; not loaded (run `make install` again)"
+        )
+    fd = os.memfd_create("assay-re2bulk", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        return ctypes.CDLL(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)  # the mapping keeps the memory
 
 
 @lru_cache(maxsize=1)
@@ -124,7 +156,7 @@ def library():
         _why_not.append(f"switched off ({ENV})")
         return None
     try:
-        lib = ctypes.CDLL(str(build()))
+        lib = load_verified()
     except (OSError, RuntimeError) as exc:
         _why_not.append(str(exc))
         log.warning("redaction runs its whole-text passes on one thread: %s", exc)

@@ -33,6 +33,7 @@ import re2
 
 from assay.errors import UserError
 from assay.policies.redaction.engine import Engine, Re2Engine
+from assay.policies.redaction.fold import char_starts, fold
 from assay.policies.redaction.known_secrets import KnownSecrets
 from assay.policies.redaction.re2util import match_spans
 from assay.policies.redaction.secret_rules import RuleSet, load_rules
@@ -129,13 +130,22 @@ def default_rules() -> RuleSet:
 class Redactor:
     """The redaction state of one run: the rules, the known secrets and the vault."""
 
-    __slots__ = ("_engine", "_known", "_vault")
+    __slots__ = ("_engine", "_inbound", "_known", "_vault")
 
     def __init__(
         self, rules: RuleSet | None = None, *, pii: bool = True, high_entropy: bool = True, engine: Engine | None = None
     ):
         self._engine: Engine = engine or Re2Engine(
             rules if rules is not None else default_rules(), pii=pii, high_entropy=high_entropy
+        )
+        # At the way in (files entering a workspace, a call's arguments): registered values and
+        # rule findings only. Personal data and high-entropy tokens are redacted on the way out;
+        # in code on its way in they would break it (a slice like c[::2] reads as an IPv6
+        # address, a test vector as a token) and protect no secret.
+        self._inbound: Engine = (
+            Re2Engine(self._engine.rules, pii=False, high_entropy=False)
+            if isinstance(self._engine, Re2Engine)
+            else self._engine
         )
         self._known = KnownSecrets()
         self._vault = Vault()
@@ -206,7 +216,9 @@ class Redactor:
         knows = self._vault.knows
         return [spans[0] for spans in match_spans(PLACEHOLDER_RE, data) if knows(data[spans[0][0] : spans[0][1]])]
 
-    def _find(self, data: bytes, protected: list[tuple[int, int]] | None = None) -> list[tuple[int, int, str, str]]:
+    def _find(
+        self, data: bytes, protected: list[tuple[int, int]] | None = None, engine: Engine | None = None
+    ) -> list[tuple[int, int, str, str]]:
         """Merged findings as (start, end, category, kind) byte spans, in order. `protected`:
         this run's placeholders in `data`, when the caller knows them all."""
         if protected is None:
@@ -217,7 +229,9 @@ class Redactor:
             for s, e in protected:
                 masked[s:e] = b" " * (e - s)
             scan = bytes(masked)
-        raw = self._engine.findings(scan, self._known)
+        engine = engine or self._engine
+        raw = engine.findings(scan, self._known)
+        raw += self._folded_findings(scan, engine)
         if not raw:
             return []
         raw.sort()
@@ -234,6 +248,33 @@ class Redactor:
                 merged.append([s, e, cat, kind, prio])
         return [(s, e, cat, kind) for s, e, cat, kind, _ in merged]
 
+    def _folded_findings(self, scan: bytes, engine: Engine) -> list[tuple[int, int, int, str, str]]:
+        """Findings in the text as a matcher should read it (fold.py: NFKC, format characters
+        dropped, homoglyphs mapped), as byte spans of `scan` itself: a secret written in
+        fullwidth letters or with zero-width characters between them is redacted whole."""
+        if scan.isascii():
+            return []
+        text = scan.decode("utf-8", "surrogatepass")
+        folded = fold(text)
+        if folded is None:
+            return []
+        norm, index = folded
+        data = norm.encode("utf-8", "surrogatepass")
+        found = engine.findings(data, self._known)
+        if not found:
+            return []
+        norm_chars = char_starts(data)  # byte offset -> character: searchsorted
+        orig_bytes = char_starts(scan)  # character -> byte offset
+        out = []
+        for s, e, prio, cat, kind in found:
+            cs = int(np.searchsorted(norm_chars, s, side="right")) - 1
+            ce = int(np.searchsorted(norm_chars, e, side="left"))
+            if ce <= cs:
+                continue
+            first, last = int(index[cs]), int(index[ce - 1])
+            out.append((int(orig_bytes[first]), int(orig_bytes[last + 1]), prio, cat, kind))
+        return out
+
     def find(self, text: str) -> list[Span]:
         """What one redaction pass would replace, as character offsets into `text`."""
         data = text.encode("utf-8", "surrogatepass")
@@ -248,19 +289,23 @@ class Redactor:
 
     # -- redacting and restoring ------------------------------------------------------------
 
-    def _redact_bytes(self, data: bytes) -> bytes:
-        spans = self._find(data)
+    def _redact_bytes(self, data: bytes, engine: Engine | None = None) -> bytes:
+        spans = self._find(data, engine=engine)
         for _ in range(MAX_PASSES):
             if not spans:
                 break
             data, placed = self._replace(data, spans)
             # A new placeholder changes only its neighbourhood, so later passes rescan the
             # lines around each one instead of the whole text.
-            spans = self._find_in(data, _windows(data, placed), placed)
+            spans = self._find_in(data, _windows(data, placed), placed, engine)
         return data
 
     def _find_in(
-        self, data: bytes, windows: list[tuple[int, int]], placed: list[tuple[int, int]] = ()
+        self,
+        data: bytes,
+        windows: list[tuple[int, int]],
+        placed: list[tuple[int, int]] = (),
+        engine: Engine | None = None,
     ) -> list[tuple[int, int, str, str]]:
         """Findings inside `windows` only, from one scan of the windows joined by a NUL line
         (no token, key or address spans a NUL), mapped back to offsets in `data`. `placed`:
@@ -282,7 +327,7 @@ class Redactor:
                 shift = starts[i] - windows[i][0]
                 protected.append((s + shift, e + shift))
         out = []
-        for s, e, cat, kind in self._find(joined, protected):
+        for s, e, cat, kind in self._find(joined, protected, engine):
             i = bisect_right(starts, s) - 1
             lo, hi = windows[i]
             offset = lo - starts[i]
@@ -322,6 +367,34 @@ class Redactor:
         if isinstance(obj, (list, tuple)):
             return type(obj)(self.redact_json(v) for v in obj)
         return obj
+
+    def redact_secrets(self, text: str) -> str:
+        """`text` as it may enter a workspace or sandbox: registered values and rule findings
+        replaced by their placeholders (the same ones `redact` gives), nothing else touched."""
+        data = text.encode("utf-8", "surrogatepass")
+        out = self._redact_bytes(data, self._inbound)
+        return text if out is data else out.decode("utf-8", "surrogatepass")
+
+    def redact_secrets_json(self, obj: Any) -> Any:
+        """`redact_secrets` over every string of a JSON-like structure (a call's arguments)."""
+        if isinstance(obj, str):
+            return self.redact_secrets(obj)
+        if isinstance(obj, dict):
+            return {
+                (self.redact_secrets(k) if isinstance(k, str) else k): self.redact_secrets_json(v)
+                for k, v in obj.items()
+            }
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.redact_secrets_json(v) for v in obj)
+        return obj
+
+    def holds_secret(self, text: str) -> bool:
+        """Whether `text` holds a registered value or a rule finding (what the way in redacts)."""
+        return bool(self._find(text.encode("utf-8", "surrogatepass"), engine=self._inbound))
+
+    def value_of(self, placeholder: bytes) -> bytes | None:
+        """The value behind a placeholder this run issued, or None (trusted side only)."""
+        return self._vault.value_of(placeholder)
 
     def restore(self, obj: Any) -> tuple[Any, int]:
         """`obj` (a string or a JSON-like structure) with this run's placeholders replaced by the

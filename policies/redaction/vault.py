@@ -9,6 +9,7 @@ back exactly the text that was redacted.
 
 from __future__ import annotations
 
+import secrets
 from functools import lru_cache
 
 import re2
@@ -34,7 +35,10 @@ class Vault:
     def __init__(self) -> None:
         self._by_value: dict[bytes, bytes] = {}
         self._by_placeholder: dict[bytes, bytes] = {}
-        self._counter = 0
+        # Counters start at a random 8-digit number: two runs that redact the same files in the
+        # same order (a folder's redacted view, say) issue different placeholders, so one run's
+        # placeholder is never another's; fixed width, so a placeholder's length tells nothing.
+        self._counter = 10_000_000 + secrets.randbelow(80_000_000)
 
     def placeholder_for(self, value: bytes, category: str, kind: str) -> bytes:
         """The run's placeholder for `value`; the first sighting fixes its category and kind."""
