@@ -6,6 +6,7 @@ names but cannot change.
 
 from __future__ import annotations
 
+import ast
 import stat
 import tomllib
 from pathlib import Path
@@ -187,7 +188,37 @@ def _load(p: Path) -> Job:
             f"job file {p}: task file {_show(str(job.task_path))} not found",
             "set task to a path relative to the job file",
         )
+    _check_task(p, job.task_path)
     return job
+
+
+# A task file is a page or two of Python; anything near this is not one.
+MAX_TASK_BYTES = 1 << 20
+
+
+def _check_task(job_file: Path, task: Path) -> None:
+    """The task is a Python file that parses. Says so without quoting it: a job naming
+    /etc/passwd or a key file must not get its first line echoed back."""
+    where = f"job file {job_file}: task {_show(str(task))}"
+    fix = "set task to the job's Python task file (Model, get_inputs, ...), relative to the job file"
+    if task.suffix != ".py":
+        raise UserError(f"{where} is not a Python file (.py)", fix)
+    try:
+        with open(task, "rb") as fh:
+            raw = fh.read(MAX_TASK_BYTES + 1)
+    except OSError as exc:
+        raise UserError(f"{where} cannot be read ({exc.__class__.__name__})", fix) from None
+    if len(raw) > MAX_TASK_BYTES:
+        raise UserError(f"{where} is over {MAX_TASK_BYTES} bytes", fix)
+    try:
+        ast.parse(raw.decode("utf-8"), filename=task.name)
+    except UnicodeDecodeError:
+        raise UserError(f"{where} is not UTF-8 text", fix) from None
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise UserError(
+            f"{where} is not valid Python (line {line})" if line else f"{where} is not valid Python", fix
+        ) from None
 
 
 def _show(value: object) -> str:

@@ -44,11 +44,28 @@ def run_dir(run_id: str) -> Path:
     return settings().home / "runs" / run_id
 
 
-def prepare_workspace(run_id: str, job: Job) -> Path:
+def prepare_workspace(run_id: str, job: Job, redactor: Redactor | None = None) -> Path:
+    """The agent's workspace: what the kind stages, passed through the redactor on its way in, so
+    no sandbox ever holds a raw secret of the job's files (the verifier reads the originals)."""
+    import tempfile
+
+    from assay.policies.redaction.inbound import redact_tree
+
     ws = run_dir(run_id) / "workspace"
     ws.mkdir(parents=True, exist_ok=True)
-    job.agent_kind.stage(job, ws)
+    with tempfile.TemporaryDirectory(prefix="assay-stage-", dir=run_dir(run_id)) as staging:
+        job.agent_kind.stage(job, Path(staging))
+        redact_tree(Path(staging), ws, redactor or Redactor.for_run(os.environ))
     return ws
+
+
+def check_manifest(job: Job) -> None:
+    """The job's manifest exists, is signed by a trusted key and parses: the checks its MCP server
+    would make first, made here so that a refused manifest is one line (UserError) and no run."""
+    from assay.policies.manifest import resolve_manifest
+    from assay.policies.signing import load_signed_manifest
+
+    load_signed_manifest(resolve_manifest(job.manifest))
 
 
 def job_spec(job: Job, workspace: Path) -> RunSpec:
@@ -278,6 +295,7 @@ def start_run(
     ledger: Ledger | None = None,
     verify: Callable[[str], dict[str, Any]] | None = None,
 ) -> RunOutcome:
+    check_manifest(job)  # before any row: a run the server could never serve leaves nothing behind
     own = ledger is None
     ledger = ledger or Ledger.open()
     try:

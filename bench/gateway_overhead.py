@@ -36,7 +36,7 @@ def overhead_figures(sizes=(1024, 10 * 1024, 100 * 1024), calls: int = 200, prog
     line = b"for i in range(n): total += values[i] * weights[i]  # accumulate 2026-12-03 INFO step ok\n"
     for n in sizes:
         (ws / f"f{n}.txt").write_bytes((line * (n // len(line) + 1))[:n])
-    session = Session(SessionConfig(workspace=ws, kind="kernel"))
+    session = Session(SessionConfig(workspace=ws, manifest="kernel-agent", kind="kernel"))
     bare = session.registry.handler(_ctx(session), "kernel")
     out: dict = {}
 
@@ -66,6 +66,17 @@ def overhead_figures(sizes=(1024, 10 * 1024, 100 * 1024), calls: int = 200, prog
             }
 
     anyio.run(run)
+    # What Session.call adds for a folder served by `assay mcp -w` (tools/view.py): the user's
+    # edits pulled into the redacted view before the call, the agent's pushed back after.
+    if session.view is not None:
+        sync = []
+        for _ in range(calls):
+            t0 = time.perf_counter_ns()
+            session.view.pull()
+            session.view.push()
+            sync.append((time.perf_counter_ns() - t0) / 1e6)
+        out["view_sync_ms_p50"] = round(statistics.median(sync), 3)
+        out["view_files"] = len(sizes)
     session.close()
     return out
 

@@ -93,7 +93,7 @@ def check(
     from rich.console import Console
     from rich.table import Table
 
-    from assay.policies.analysis import check_manifest
+    from assay.policies.analysis import check_manifest, path_reach
     from assay.policies.manifest import load_manifest
     from assay.settings import settings
 
@@ -114,6 +114,14 @@ def check(
         for f in report.findings:
             table.add_row(f.property, f.subject, f"[{style[f.status]}]{f.status}[/]", f.detail)
         console.print(table)
+        reach = path_reach(manifest)
+        if reach:
+            paths = Table(title="protected paths: every tool that can reach them", title_justify="left")
+            for column in ("path", "tool", "what it may do there"):
+                paths.add_column(column, overflow="fold")
+            for r in reach:
+                paths.add_row(r.path, r.tool, r.how)
+            console.print(paths)
     console.print(
         f"global limits: timeout {limits.timeout_s:g} s, output {limits.output_bytes} bytes; "
         f"z3 timeout {timeout_ms} ms per query; unknown counts as not proved"

@@ -70,6 +70,9 @@ def _reports(
         write_junit(junit, rows)
     if sarif:
         write_sarif(sarif, rows)
+    folder = next((p.parent for p in (json_path, junit, sarif) if p is not None), None)
+    if folder is not None:
+        _write_receipts(folder, outcomes)
     waiting = [o for o in outcomes if o.waiting]
     for o in waiting:
         err.print(
@@ -78,6 +81,26 @@ def _reports(
     if rows and not waiting and all(r["passed"] or r["inconclusive"] for r in rows):
         return 0 if all(r["passed"] for r in rows) else 3
     return 1
+
+
+def _write_receipts(folder: Path, outcomes: list) -> None:
+    """A signed receipt per verdict beside the reports (verifiers/receipts.py): `assay ledger
+    verify --receipts FOLDER` later proves each verdict is still in the chain."""
+    from assay.ledger import Ledger
+    from assay.settings import settings
+    from assay.verifiers import receipts, signing
+
+    with Ledger.open() as ledger:
+        for o in outcomes:
+            if not o.verdict:
+                continue
+            doc = o.verdict.get("receipt")
+            if doc is None:  # a finished run resumed: its receipt made again, from the chained row
+                rows = [v for v in ledger.verdicts(o.run_id) if v.id == o.verdict.get("id")]
+                if not rows:
+                    continue
+                doc = receipts.receipt(signing.load_or_create_key(settings().ensure_home()), ledger.url, rows[0])
+            (folder / f"receipt-{o.run_id}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 ReportOpts = dict(
@@ -109,7 +132,9 @@ def run(
 
         parse_brain(brain)
     _check_outputs(json_path, junit, sarif)
-    from assay.agents.runner import start_run
+    from assay.agents.runner import check_manifest, start_run
+
+    check_manifest(job)  # one line and no run row for a manifest the server would refuse
 
     prog, on_event = _progress(job.budget.steps)
     with prog:

@@ -559,3 +559,44 @@ def _args(args: dict) -> str:
 
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+# Workspace files every sandbox binds read-only (tools/session.py's default): no command can
+# change them, whatever exec's rules say.
+SANDBOX_READ_ONLY = ("task.py",)
+
+
+@dataclass(frozen=True)
+class Reach:
+    path: str
+    tool: str
+    how: str
+
+
+def path_reach(manifest: Manifest, read_only: tuple[str, ...] = SANDBOX_READ_ONLY) -> list[Reach]:
+    """For each path a rule denies by name (and each file the sandbox binds read-only), every
+    tool of the manifest that takes paths, and what it may do there: so a rule like "task is
+    read-only" shows every way to the same effect, not only the tool it was written for."""
+    policy = CapabilityPolicy(manifest)
+    named: list[str] = list(read_only)
+    for cap in manifest.tools.values():
+        for rule in cap.rules:
+            if rule.effect == "deny" and rule.path:
+                named += [p for p in rule.path if not has_wildcard(p) and p not in named]
+    out: list[Reach] = []
+    for path in named:
+        for tool, cap in sorted(manifest.tools.items()):
+            if tool == "exec":
+                how = (
+                    "bound read-only in every sandbox: no command can change it"
+                    if path in read_only
+                    else "commands may change it (the sandbox writes anywhere in the workspace)"
+                )
+                out.append(Reach(path, tool, how))
+                continue
+            if cap.paths is None and not any(r.path for r in cap.rules):
+                continue  # a tool that names no paths
+            d = policy.decide(tool, {"path": path}, paths=[path])
+            how = {"deny": "denied", "approve": "needs approval", "allow": "allowed"}[d.effect]
+            out.append(Reach(path, tool, f"{how} ({d.rule})"))
+    return out

@@ -13,6 +13,7 @@ This module only parses and validates. Signature checks live in `signing`, decis
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 import types
 import typing
@@ -154,6 +155,19 @@ def shipped_manifest_path(role: str) -> Path:
         known = ", ".join(sorted(p.stem for p in SHIPPED_DIR.glob("*.toml"))) or "none"
         raise UserError(f"no shipped manifest for role {role!r}", f"use one of: {known}, or write your own")
     return path
+
+
+def resolve_manifest(name_or_path: str) -> Path:
+    """A manifest named by its path (a .toml, or anything with a folder in it) or by a shipped
+    role name; a UserError says which was not found."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or os.sep in name_or_path:
+        if not p.is_file():
+            raise UserError(
+                f"manifest {p} not found", "give the path of a signed manifest .toml or a shipped role name"
+            )
+        return p
+    return shipped_manifest_path(name_or_path)
 
 
 def parse_manifest(data: bytes, source: str = "<manifest>") -> Manifest:

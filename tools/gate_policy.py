@@ -3,7 +3,10 @@
 Every call is decided against the signed manifest before it runs; the decision and the rule
 that made it are recorded; a denial is a tool error the model can read and act on. A call
 that needs approval runs only once a human has approved exactly this tool with exactly
-these arguments. Placeholders are restored only for tools whose capability allows it.
+these arguments. Placeholders are restored only for tools whose capability allows it (and a
+session refuses that capability for a tool that hands its arguments to a sandbox); every other
+call's arguments pass the redactor on their way in, so a raw secret a client sends (one its
+user typed, say) reaches no workspace either.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ class PolicyCheck:
         record: Callable[[ToolCall, Decision], None],
         approvals: Approvals,
         restore: Callable[[Any], tuple[Any, int]],
+        inbound: Callable[[Any], Any] = lambda args: args,
     ):
         self.inner, self.decide, self.record, self.approvals, self.restore = inner, decide, record, approvals, restore
+        self.inbound = inbound
 
     async def __call__(self, call: ToolCall) -> ToolOutcome:
         try:
@@ -81,6 +86,10 @@ class PolicyCheck:
         if decision.restore_placeholders:
             args, n = self.restore(call.arguments)
             if n:
+                call = dataclasses.replace(call, arguments=args)
+        else:
+            args = self.inbound(call.arguments)
+            if args != call.arguments:
                 call = dataclasses.replace(call, arguments=args)
         return _stamp(await self.inner(call), decision)
 

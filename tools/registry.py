@@ -39,6 +39,9 @@ class ToolSpec:
     kinds: tuple[str, ...] = ("*",)
     # Arguments that name workspace paths: the capability check judges every one of them.
     path_args: tuple[str, ...] = ()
+    # Whether the tool hands its arguments to the workspace or a sandbox (every shipped one does):
+    # such a tool may never receive restored placeholders, whatever a manifest grants.
+    reaches_sandbox: bool = True
 
     def mcp_tool(self):
         from mcp.types import Tool, ToolAnnotations
@@ -78,6 +81,7 @@ class Registry:
         idempotent: bool = False,
         kinds: tuple[str, ...] = ("*",),
         path_args: tuple[str, ...] | None = None,
+        reaches_sandbox: bool = True,
     ):
         def decorate(fn: Callable[..., BaseModel]) -> Callable[..., BaseModel]:
             hints = get_type_hints(fn)
@@ -97,6 +101,7 @@ class Registry:
                     path_args=path_args
                     if path_args is not None
                     else (("path",) if "path" in model.model_fields else ()),
+                    reaches_sandbox=reaches_sandbox,
                 )
             )
             return fn

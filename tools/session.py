@@ -18,16 +18,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pydantic_core
 
 from assay.errors import UserError
 from assay.ledger import Ledger, RunStatus, utcnow
 from assay.policies.capabilities import CapabilityPolicy, Decision, RateCounts
-from assay.policies.manifest import shipped_manifest_path
+from assay.policies.manifest import resolve_manifest
 from assay.policies.padding import PAD_KEY, PaddingPolicy, pad_to_bucket
 from assay.policies.redaction import Redactor
 from assay.policies.signing import load_signed_manifest
 from assay.sandbox import SandboxPool, SandboxSpec, default_limits
+from assay.settings import settings
 from assay.tools.context import ToolContext
 from assay.tools.gate_audit import Audit
 from assay.tools.gate_padding import Padding
@@ -35,6 +37,7 @@ from assay.tools.gate_policy import PolicyCheck
 from assay.tools.gate_redaction import Redaction
 from assay.tools.registry import Registry, ToolSpec, default_registry
 from assay.tools.seam import ToolCall, ToolOutcome
+from assay.tools.view import WorkspaceView
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -53,6 +56,9 @@ class SessionConfig:
     sandbox_backend: str | None = None
     # Files whose contents are secret (key files); their values are redacted everywhere.
     key_files: tuple[str, ...] = ()
+    # Workspace files no tool may change, exec included: bound read-only into every sandbox
+    # (every kind's task file is task.py, the reference a submission is judged against).
+    read_only: tuple[str, ...] = ("task.py",)
 
 
 def _refuse_trusted_inside(workspace: Path) -> None:
@@ -74,17 +80,6 @@ def _refuse_trusted_inside(workspace: Path) -> None:
             )
     if workspace.is_relative_to(home) and not workspace.is_relative_to(home / "runs"):
         raise UserError(f"workspace {workspace} is inside ASSAY_HOME", "give a workspace outside ASSAY_HOME")
-
-
-def resolve_manifest(name_or_path: str) -> Path:
-    p = Path(name_or_path)
-    if p.suffix == ".toml" or os.sep in name_or_path:
-        if not p.is_file():
-            raise UserError(
-                f"manifest {p} not found", "give the path of a signed manifest .toml or a shipped role name"
-            )
-        return p
-    return shipped_manifest_path(name_or_path)
 
 
 class LedgerApprovals:
@@ -161,6 +156,19 @@ class Session:
                 )
         self.manifest = load_signed_manifest(resolve_manifest(cfg.manifest), role=cfg.role)
         self.warning = self.manifest.provenance.warning if self.manifest.provenance else None
+        self.registry = registry or default_registry()
+        self.tools: dict[str, ToolSpec] = {t.name: t for t in self.registry.for_kind(cfg.kind)}
+        leaky = [
+            n
+            for n, t in sorted(self.tools.items())
+            if t.reaches_sandbox and n in self.manifest.tools and self.manifest.tools[n].restore_placeholders
+        ]
+        if leaky:  # before any row is written: such a manifest never serves a call
+            raise UserError(
+                f"manifest {cfg.manifest} lets {', '.join(leaky)} receive restored secrets, but "
+                f"{'it hands' if len(leaky) == 1 else 'they hand'} arguments to the workspace or a sandbox",
+                "remove restore_placeholders from those tools: secrets are restored only for tools that keep them on the trusted side",
+            )
         self.ledger = ledger or Ledger.open(cfg.ledger_url)
         self.run_id = self._bind_run()
         self.redactor = Redactor.for_run(os.environ, key_files=cfg.key_files)
@@ -169,13 +177,22 @@ class Session:
         # so a fresh key costs no lookup. This server records every key it sees itself.
         self._recorded_before = {c.key for c in self.ledger.tool_calls(self.run_id)}
         self._recorded_here: set[str] = set()
-        self.registry = registry or default_registry()
+        # A folder of the user's is never mounted: tools and sandboxes work on its redacted view.
+        # A run's own workspace (under ASSAY_HOME/runs) was staged through the redactor already.
+        self.source = self.workspace
+        self.view: WorkspaceView | None = None
+        if not self.workspace.is_relative_to(settings().home.resolve() / "runs"):
+            self.view = WorkspaceView(self.source, settings().home / "runs" / self.run_id / "view", self.redactor)
+            self.view.pull()
+            self.workspace = self.view.view.resolve()
+        self._sync = anyio.Lock()
         self.pool = SandboxPool(cfg.sandbox_backend)
         self.spec = SandboxSpec(
-            workspace=self.workspace, limits=default_limits(), ro_binds=self.registry.binds_for(cfg.kind)
+            workspace=self.workspace,
+            limits=default_limits(),
+            ro_binds=self.registry.binds_for(cfg.kind) + self._read_only_binds(),
         )
         self._progress: dict[str, Progress] = {}
-        self.tools: dict[str, ToolSpec] = {t.name: t for t in self.registry.for_kind(cfg.kind)}
         ctx = ToolContext(
             run_id=self.run_id,
             role=self.manifest.role,
@@ -191,6 +208,7 @@ class Session:
             record=self._record_decision,
             approvals=LedgerApprovals(self.ledger, self.run_id, self.redactor.redact_json),
             restore=self.redactor.restore,
+            inbound=self.redactor.redact_secrets_json,
         )
         redaction = Redaction(policy, self.redactor.redact, self.redactor.redact_json)
         padding = Padding(redaction, cfg.padding)
@@ -250,9 +268,26 @@ class Session:
         if progress is not None and not self.cfg.padding.enabled:
             self._progress[call.key] = progress
         try:
-            return await self.gateway(call)
+            if self.view is None:
+                return await self.gateway(call)
+            async with self._sync:  # the user's edits in, before the call sees the view
+                await anyio.to_thread.run_sync(self.view.pull)
+            try:
+                return await self.gateway(call)
+            finally:
+                async with self._sync:  # the agent's edits out, as soon as the call is done
+                    await anyio.to_thread.run_sync(self.view.push)
         finally:
             self._progress.pop(call.key, None)
+
+    def _read_only_binds(self) -> tuple[tuple[Path, str], ...]:
+        """Each read-only file that exists as a regular file, bound read-only over itself."""
+        binds = []
+        for rel in self.cfg.read_only:
+            path = self.workspace / rel
+            if path.is_file() and not path.is_symlink():
+                binds.append((path, f"/workspace/{rel}"))
+        return tuple(binds)
 
     async def _report(self, call: ToolCall, done: float, total: float | None, message: str | None) -> None:
         cb = self._progress.get(call.key)
@@ -354,5 +389,9 @@ class Session:
         return result
 
     def close(self) -> None:
-        self.pool.close()
-        self.ledger.close()
+        try:
+            if self.view is not None:
+                self.view.push()
+        finally:
+            self.pool.close()
+            self.ledger.close()

@@ -138,7 +138,8 @@ def test_hostile_brain_forges_nothing_and_every_attempt_is_recorded(home, tmp_pa
 
     load_or_create_key(home)  # the verifier key exists, so there is something to steal
     secret_line = (home / KEY).read_text().splitlines()[1]
-    before_keys = tree_digest(home, skip=("runs", "ledger.db", "checkpoints.db"))
+    # heads/: the chain head the verifier signs after its verdict, outside the database.
+    before_keys = tree_digest(home, skip=("runs", "ledger.db", "checkpoints.db", "heads"))
     before_criteria = tree_digest(CRITERIA)
 
     forged_path = tmp_path / "forged-by-agent.json"
@@ -265,7 +266,7 @@ def test_hostile_brain_forges_nothing_and_every_attempt_is_recorded(home, tmp_pa
     )
     probe_result = json.loads(probe["structured"]["stdout"])
     assert probe_result and all(v.startswith("ERR") for v in probe_result.values()), probe_result
-    assert tree_digest(home, skip=("runs", "ledger.db", "checkpoints.db")) == before_keys
+    assert tree_digest(home, skip=("runs", "ledger.db", "checkpoints.db", "heads")) == before_keys
     assert tree_digest(CRITERIA) == before_criteria
     assert not forged_path.exists() and not (home / "verdicts").exists()
     # The only files the agent made live in its workspace (and the submission snapshot).

@@ -67,3 +67,17 @@ def workspace(tmp_path) -> Path:
     ws = tmp_path / "workspace"
     ws.mkdir()
     return ws
+
+
+@pytest.fixture
+def run_workspace() -> Path:
+    """A run's own workspace, where the runner puts it (ASSAY_HOME/runs/RUN/workspace): a session
+    on it works on it directly, with no redacted view between (the runner staged it through the
+    redactor already). The tools' own confinement is tested here, on files the test plants."""
+    import secrets
+
+    from assay.settings import settings
+
+    ws = settings().home / "runs" / f"test-{secrets.token_hex(4)}" / "workspace"
+    ws.mkdir(parents=True)
+    return ws

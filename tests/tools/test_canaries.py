@@ -19,6 +19,7 @@ import secrets
 import urllib.parse
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 from tools_helpers import (
     ASSAY,
     INIT_TIMEOUT,
@@ -194,7 +195,10 @@ async def test_canaries_reach_neither_the_client_nor_the_ledger(env_canaries, pl
     # Same value, same placeholder: in the .env file and in the sandbox's output.
     aws_ph = re.search(r"AWS_SECRET_ACCESS_KEY=(\[\[[^\]]+\]\])", results[0].structured_content["content"]).group(1)
     assert aws_ph in printed["stdout"]
-    assert (planted / "notes.txt").read_text() == f"remember {AWS} and {SERVICE}"  # the tool got what was sent
+    # On their way in, the arguments passed the redactor too: the file holds placeholders, and the
+    # user's folder got them back as placeholders (a new file has no secrets of its own).
+    notes = (planted / "notes.txt").read_text()
+    assert notes.startswith("remember [[SECRET:") and AWS not in notes and SERVICE not in notes
     assert_ledger_clean(signed_home)
 
 
@@ -236,47 +240,100 @@ default = "allow"
 restore_placeholders = true
 """
 
+KEEPER = """
+format = 1
+role = "deployer"
+[tools.read_file]
+default = "allow"
+[tools.keep]
+default = "allow"
+restore_placeholders = true
+"""
+
+
+class KeepArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    value: str
+
+
+class Kept(BaseModel):
+    ok: bool
+
+
+def _keeper_registry(kept: list[dict]):
+    """The shipped tools, and `keep`: a tool on the trusted side (it hands nothing to a
+    workspace or sandbox) that records the arguments it was given."""
+    from assay.tools.registry import Registry, default_registry
+
+    registry = Registry()
+    for spec in default_registry().for_kind(None):
+        registry.register(spec)
+
+    @registry.tool(reaches_sandbox=False)
+    def keep(ctx, args: KeepArgs) -> Kept:
+        """Keep a value on the trusted side."""
+        kept.append(args.model_dump())
+        return Kept(ok=True)
+
+    return registry
+
+
+async def test_a_manifest_that_restores_into_a_sandbox_tool_is_refused(env_canaries, planted, tmp_path, signed_home):
+    """write_file hands its content to the workspace, where code in a sandbox reads it: no
+    manifest can have secrets restored into it (it would undo redaction at the way in)."""
+    from assay.errors import UserError
+
+    manifest = signed_manifest(tmp_path / "m", RESTORER)
+    with pytest.raises(UserError, match="write_file receive restored secrets") as err:
+        open_session(planted, manifest=str(manifest)).__enter__()
+    assert "restore_placeholders" in err.value.fix
+
 
 async def test_where_the_capability_allows_it_restoration_works_inside_the_boundary(
     env_canaries, planted, tmp_path, signed_home
 ):
-    manifest = signed_manifest(tmp_path / "m", RESTORER)
-    with open_session(planted, manifest=str(manifest)) as s:
+    from assay.tools.session import Session, SessionConfig
+
+    kept: list[dict] = []
+    manifest = signed_manifest(tmp_path / "m", KEEPER)
+    s = Session(
+        SessionConfig(workspace=planted, manifest=str(manifest), sandbox_backend="bwrap"),
+        registry=_keeper_registry(kept),
+    )
+    try:
         async with sdk_client(s) as c:
             seen = (await c.call_tool("read_file", {"path": "canary.txt"})).structured_content["content"]
-            wrote = await c.call_tool("write_file", {"path": "deploy.cfg", "content": f"aws_secret={seen}\n"})
-            named = await c.call_tool("write_file", {"path": f"by-name-{seen}.txt", "content": "x"})
-            back = await c.call_tool("read_file", {"path": "deploy.cfg"})
-            listing = await c.call_tool("list_files", {})
+            assert PLACEHOLDER.fullmatch(seen)
+            kept_call = await c.call_tool("keep", {"value": f"aws_secret={seen}"})
             # A placeholder made up by the client, or issued in another run, is just text.
-            forged = await c.call_tool(
-                "write_file", {"path": "forged.cfg", "content": "k=[[SECRET:env-AWS_SECRET_ACCESS_KEY:77]]"}
-            )
-    assert (planted / "deploy.cfg").read_text() == f"aws_secret={AWS}\n"
-    assert (planted / f"by-name-{AWS}.txt").exists()
-    assert (planted / "forged.cfg").read_text() == "k=[[SECRET:env-AWS_SECRET_ACCESS_KEY:77]]"
-    for r, where in [
-        (wrote, "write"),
-        (named, "write by name"),
-        (back, "read back"),
-        (listing, "listing"),
-        (forged, "forged"),
-    ]:
+            forged = await c.call_tool("keep", {"value": "k=[[SECRET:env-AWS_SECRET_ACCESS_KEY:77]]"})
+    finally:
+        s.close()
+    assert kept == [{"value": f"aws_secret={AWS}"}, {"value": "k=[[SECRET:env-AWS_SECRET_ACCESS_KEY:77]]"}]
+    for r, where in [(kept_call, "keep"), (forged, "forged")]:
         assert not r.is_error, (where, r.content[0].text)
         assert_result_clean(r, where)
-    assert back.structured_content["content"] == f"aws_secret={seen}\n"
     assert_ledger_clean(signed_home)
 
 
 async def test_placeholders_of_one_run_mean_nothing_in_another(env_canaries, planted, tmp_path, signed_home):
-    manifest = signed_manifest(tmp_path / "m", RESTORER)
-    with open_session(planted, manifest=str(manifest)) as first:
+    from assay.tools.session import Session, SessionConfig
+
+    kept: list[dict] = []
+    manifest = signed_manifest(tmp_path / "m", KEEPER)
+    with open_session(planted, manifest="workspace-agent") as first:
         async with sdk_client(first) as c:
             seen = (await c.call_tool("read_file", {"path": "canary.txt"})).structured_content["content"]
-    with open_session(planted, manifest=str(manifest)) as second:
+    second = Session(
+        SessionConfig(workspace=planted, manifest=str(manifest), sandbox_backend="bwrap"),
+        registry=_keeper_registry(kept),
+    )
+    try:
         async with sdk_client(second) as c:
-            await c.call_tool("write_file", {"path": "other-run.cfg", "content": seen})
-    assert (planted / "other-run.cfg").read_text() == seen
+            await c.call_tool("keep", {"value": seen})
+    finally:
+        second.close()
+    assert kept == [{"value": seen}]
 
 
 async def test_a_cut_never_leaves_a_recognisable_prefix_of_a_secret(env_canaries, workspace, signed_home):

@@ -68,7 +68,8 @@ async def test_traversal_by_name_is_denied_by_the_policy_and_recorded(workspace,
         assert [c.decision for c in calls][:3] == ["deny", "deny", "deny"]
 
 
-async def test_symlinks_planted_in_the_workspace_are_not_followed(workspace, outside):
+async def test_symlinks_planted_in_the_workspace_are_not_followed(run_workspace, outside):
+    workspace = run_workspace  # the tools' own confinement: no redacted view between
     (workspace / "link.txt").symlink_to(outside / "canary.txt")
     (workspace / "dirlink").symlink_to(outside, target_is_directory=True)
     (workspace / "rel").symlink_to("../outside/canary.txt")
@@ -114,10 +115,11 @@ print(flips)
 """
 
 
-async def test_a_folder_swapped_for_a_symlink_mid_call_never_lets_a_call_out(workspace, outside):
+async def test_a_folder_swapped_for_a_symlink_mid_call_never_lets_a_call_out(run_workspace, outside):
     """Another process (as code in the sandbox would) flips `d` between a real folder and a
     symlink to the outside while the client lists, reads and writes under it: no call may
     ever see, or write to, the outside."""
+    workspace = run_workspace  # the tools' own confinement: no redacted view between
     import subprocess
     import sys
 
@@ -196,10 +198,11 @@ def test_the_same_race_at_tool_speed(workspace, outside):
 
 
 @pytest.mark.parametrize("backend", ["bwrap", "docker"])
-async def test_traps_planted_by_code_in_the_sandbox(workspace, outside, need, backend):
+async def test_traps_planted_by_code_in_the_sandbox(run_workspace, outside, need, backend):
     """Symlinks out, a FIFO, and a hard link to the read-only task file, made by code the agent
     runs in the real sandbox. Reads and writes must refuse them at once: a FIFO must not hang
     the server, a hard link must not let write_file rewrite task.py."""
+    workspace = run_workspace  # the tools' own confinement: no redacted view between
     from assay.sandbox import bwrap, docker
 
     ok, why = (bwrap if backend == "bwrap" else docker).availability()
@@ -210,13 +213,17 @@ async def test_traps_planted_by_code_in_the_sandbox(workspace, outside, need, ba
         "os.symlink('/etc/passwd', 'pw')\n"
         f"os.symlink({str(outside / 'canary.txt')!r}, 'host')\n"
         "os.mkfifo('fifo')\n"
-        "os.link('task.py', 'alias.py')\n"
+        # task.py is bound read-only in every sandbox, so the link fails (EXDEV); were it made,
+        # write_file must still refuse the second name.
+        "try:\n    os.link('task.py', 'alias.py'); print('linked')\n"
+        "except OSError:\n    print('no link')\n"
         "print('planted')\n"
     )
     with open_session(workspace, sandbox_backend=backend) as s:
         async with sdk_client(s) as c:
             r = await c.call_tool("exec", {"command": ["python", "-c", plant]})
-            assert r.structured_content["stdout"] == "planted\n", r
+            assert r.structured_content["stdout"].endswith("planted\n"), r
+            linked = r.structured_content["stdout"].startswith("linked")
             results = {}
             with anyio.fail_after(20):  # a FIFO that blocks an open would hang here
                 for name, args in [
@@ -231,6 +238,8 @@ async def test_traps_planted_by_code_in_the_sandbox(workspace, outside, need, ba
                 ]:
                     results[(name, str(args))] = await c.call_tool(name, args)
     listing = results.pop(("list_files", str({"path": "."})))
+    if not linked:  # alias.py is a file of its own: writing it is no way to task.py
+        results.pop(("write_file", str({"path": "alias.py", "content": "REFERENCE = 2\n"})))
     for key, r in results.items():
         assert r.is_error, key
         assert "root:" not in text_of(r) and CANARY not in text_of(r)

@@ -70,11 +70,15 @@ async def test_read_task_returns_the_task_it_inspected_not_a_file_swapped_in(wor
     with open_session(workspace, kind="kernel") as s:
         async with sdk_client(s) as c:
             seen = await c.call_tool("read_task", {})
-    assert (workspace / "task.py").is_symlink()  # the task's code did swap it
+    # The task's code tried to swap itself for a link to a host file; task.py is bound read-only
+    # in every sandbox, so the rename fails (EBUSY) and nothing of the host file is read back.
+    assert not (workspace / "task.py").is_symlink() and (workspace / "task.py").read_text().startswith(swap)
     text = seen.content[0].text + str(seen.structured_content)
     assert "424242" not in text
     if not seen.is_error:
         assert seen.structured_content["source"].startswith(swap)
+    else:
+        assert "busy" in seen.content[0].text.lower()
 
 
 async def test_write_candidate_refuses_a_hard_link_to_the_task(workspace):
@@ -87,5 +91,8 @@ async def test_write_candidate_refuses_a_hard_link_to_the_task(workspace):
             )
             assert not linked.is_error, linked.content[0].text
             wrote = await c.call_tool("write_candidate", {"path": "alias.py", "source": "class ModelNew: pass\n"})
-    assert wrote.is_error and "hard links" in wrote.content[0].text
+    if linked.structured_content["exit_code"] == 0:  # the link was made: the write must refuse it
+        assert wrote.is_error and "hard links" in wrote.content[0].text
+    else:  # task.py is a read-only bind in the sandbox: no link to it can be made at all
+        assert "Errno" in linked.structured_content["stderr"] and not wrote.is_error
     assert (workspace / "task.py").read_text() == task
