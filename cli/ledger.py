@@ -7,6 +7,7 @@ a wrong URL leaves nothing behind. Only init writes.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -52,6 +53,14 @@ def verify(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")] = False,
+    receipts_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--receipts",
+            help="A folder of verdict receipts (assay run writes them beside its reports): each receipt's verdict must still be in the chain.",
+            show_default=False,
+        ),
+    ] = None,
     hash_only: Annotated[
         bool,
         typer.Option(
@@ -60,13 +69,17 @@ def verify(
         ),
     ] = False,
 ) -> None:
-    """Walk the verdict chain: exit 0 if intact, 1 naming the first bad row.
+    """Walk the verdict chain and the record: exit 0 if intact, 1 naming what is wrong.
 
-    A row is bad if it was changed, deleted, reordered, linked to the wrong predecessor or
-    copied in from another run behind the ledger's back, or if the verifier's key did not sign
-    it: the chain's hashes need no key, so whoever can write the database could re-link a
-    forged row, and only the signature tells. Exit 2 if there is no ledger, or verdicts but no
-    public key to check their signatures with.
+    A verdict row is bad if it was changed, deleted, reordered, linked to the wrong predecessor
+    or copied in from another run behind the ledger's back, or if the verifier's key did not
+    sign it: the chain's hashes need no key, so whoever can write the database could re-link a
+    forged row, and only the signature tells. The chain must still hold the head the verifier
+    signed for this ledger (rows cut off the end, or an older copy restored, show there); each
+    verified run's steps, tool calls, policy decisions, approvals and submissions must be what
+    its verdict sealed; a finished run must have its verdict; with --receipts, every receipt's
+    verdict must still be in the chain. Exit 2 if there is no ledger, or verdicts but no public
+    key to check their signatures with.
     """
     from assay.errors import UserError
     from assay.ledger import Ledger
@@ -86,6 +99,8 @@ def verify(
         report = ledger.verify_chain(expected_head=head, signature_check=signatures)
         unguarded = [t for t, ok in ledger.guards().items() if not ok]
         where = ledger.url
+        problems = _record_problems(ledger, report.count, hash_only, receipts_dir)
+    ok = report.ok and not problems
     if as_json:
         typer.echo(
             json.dumps(
@@ -98,6 +113,8 @@ def verify(
                     "detail": report.detail,
                     "url": where,
                     "unguarded_tables": unguarded,
+                    "record_ok": not problems,
+                    "record_problems": problems,
                 }
             )
         )
@@ -106,7 +123,41 @@ def verify(
         if unguarded:
             line += f"; WARNING: append-only triggers missing on {', '.join(unguarded)}"
         typer.echo(line)
-    raise typer.Exit(0 if report.ok else 1)
+        for p in problems:
+            typer.echo(f"  RECORD: {p}")
+    raise typer.Exit(0 if ok else 1)
+
+
+def _record_problems(ledger, count: int, hash_only: bool, receipts_dir: Path | None) -> list[str]:
+    """The signed head, the runs' seals and finished runs' verdicts, and the receipts."""
+    from assay.errors import UserError
+    from assay.settings import settings
+    from assay.verifiers import receipts
+    from assay.verifiers.signing import load_public_key
+
+    home = settings().home
+    public = load_public_key(home)
+    problems = []
+    if not hash_only:
+        why = receipts.check_head(home, public, ledger.url, ledger.verdict_hash, count)
+        if why:
+            problems.append(why)
+    problems += ledger.audit_record()
+    if receipts_dir is not None:
+        if not receipts_dir.is_dir():
+            raise UserError(
+                f"--receipts {receipts_dir} is not a folder", "give the folder assay run wrote its receipts to"
+            )
+        for path in sorted(receipts_dir.glob("receipt-*.json")):
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError):
+                problems.append(f"receipt {path.name} is unreadable")
+                continue
+            why = receipts.check_receipt(public, doc, ledger.url, ledger.verdict_hash, count)
+            if why:
+                problems.append(f"receipt {path.name}: {why}")
+    return problems
 
 
 @app.command()

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, func, select
 
-from assay.ledger import chain
+from assay.ledger import chain, seal
 from assay.ledger.schema import (
     CHAIN_LOCK,
     Engines,
@@ -399,6 +399,51 @@ class Ledger:
             s.add(verdict)
             s.flush()
             return verdict
+
+    def verdict_hash(self, verdict_id: int) -> str | None:
+        """The stored row_hash of verdict `verdict_id` (raw: it must answer after tampering too)."""
+        with user_facing(self._engines), self._engines.read.connect() as conn:
+            return conn.execute(sa.text("SELECT row_hash FROM verdicts WHERE id = :i"), {"i": verdict_id}).scalar()
+
+    def seal_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run's record as it stands now (ledger/seal.py), for the verifier to sign."""
+        with self.session() as s:
+            return seal.seal(s, run_id)
+
+    def audit_record(self) -> list[str]:
+        """What is missing or changed in the record besides the verdict chain: each verified
+        run against the seal in its newest verdict, every finished run against its verdict.
+        Problems name the table and the run; empty when the record is whole."""
+        problems: list[str] = []
+        with self.session() as s:
+            try:
+                newest: dict[str, Verdict] = {}
+                for v in s.exec(select(Verdict).order_by(col(Verdict.id))):
+                    newest[v.run_id] = v
+                runs = {r.id: r for r in s.exec(select(Run))}
+            except Exception as exc:  # tampered beyond reading: say so, do not crash
+                return [f"the runs or verdicts table cannot be read ({type(exc).__name__})"]
+            for run_id, v in newest.items():
+                payload = v.payload if isinstance(v.payload, dict) else {}
+                if "seal" not in payload:
+                    continue  # verified before seals existed
+                try:
+                    now = seal.seal(s, run_id)
+                except Exception as exc:
+                    problems.append(f"run {run_id}: its record cannot be read ({type(exc).__name__})")
+                    continue
+                problems += seal.check(payload["seal"], now, run_id)
+            for run_id, run in runs.items():
+                if run.status not in (RunStatus.passed.value, RunStatus.failed.value):
+                    continue
+                v = newest.get(run_id)
+                if v is None:
+                    problems.append(f"verdicts: run {run_id} is {run.status} but has no verdict")
+                elif (run.status == RunStatus.passed.value) != bool((v.payload or {}).get("passed")):
+                    problems.append(
+                        f"runs: run {run_id} says {run.status}, its verdict says {'pass' if (v.payload or {}).get('passed') else 'fail'}"
+                    )
+        return problems
 
     def verdicts(self, run_id: str | None = None) -> list[Verdict]:
         q = select(Verdict).order_by(col(Verdict.id))

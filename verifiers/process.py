@@ -19,7 +19,7 @@ from assay.errors import UserError
 from assay.ledger import Ledger, LedgerError
 from assay.runspec import RunSpec
 from assay.settings import settings
-from assay.verifiers import signing
+from assay.verifiers import receipts, signing
 from assay.verifiers.kinds import (
     Progress,
     VerifierKind,
@@ -89,7 +89,8 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
         key = f"verdict:{sub.key if sub else 'none'}"
         done = [v for v in ledger.verdicts(run_id) if v.key == key]
         if done:
-            return _row(done[0])
+            key_obj = signing.load_or_create_key(settings().ensure_home())
+            return {**_row(done[0]), "receipt": receipts.receipt(key_obj, ledger.url, done[0])}
         kind = verifier_kind(spec.kind)
         entry = Path(sub.snapshot) / sub.entry if sub else None
         outcome, criteria = judge(kind, request_for(spec, entry), progress)
@@ -104,14 +105,24 @@ def verify_run(run_id: str, *, ledger: Ledger | None = None, progress: Progress 
             "verifier_version": __version__,
             "verified_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
-        key_obj = signing.load_or_create_key(settings().ensure_home())
-        verdict = ledger.append_verdict(run_id, payload, signing.sign(key_obj, payload), key=key)
-        return _row(verdict)
+        return chain_verdict(ledger, run_id, key, payload)
     except LedgerError as exc:
         raise UserError(str(exc), "check the run id with `assay verdicts`") from None
     finally:
         if own:
             ledger.close()
+
+
+def chain_verdict(ledger: Ledger, run_id: str, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Seal the run's record into the payload (ledger/seal.py: a row lost or changed later
+    shows), sign it, chain it, and sign the chain's new head outside the database
+    (verifiers/receipts.py). Returns the verdict row with its receipt."""
+    payload = {**payload, "seal": ledger.seal_run(run_id)}
+    home = settings().ensure_home()
+    key_obj = signing.load_or_create_key(home)
+    verdict = ledger.append_verdict(run_id, payload, signing.sign(key_obj, payload), key=key)
+    receipts.write_head(home, key_obj, ledger.url, verdict.id, verdict.row_hash)
+    return {**_row(verdict), "receipt": receipts.receipt(key_obj, ledger.url, verdict)}
 
 
 def _row(v) -> dict[str, Any]:
