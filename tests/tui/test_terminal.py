@@ -55,8 +55,9 @@ def tui_in_tmux(need, _isolated_home):
     cmd = f"env -u ASSAY_LEDGER_URL {env} {shlex.quote(str(ASSAY))} tui --poll 0.3; echo TUI-EXIT=$?; sleep 30"
     t = Tmux()
 
-    def start() -> Tmux:
-        t("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", cmd)
+    def start(cwd: Path | None = None) -> Tmux:
+        where = ["-c", str(cwd)] if cwd else []
+        t("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", *where, cmd)
         # tmux otherwise holds an Escape for 500 ms to see if it starts Alt+key: Escape then q
         # would arrive as one Alt+q.
         t("set-option", "-s", "escape-time", "0")
@@ -96,18 +97,47 @@ def test_approve_in_a_real_terminal(tui_in_tmux, filled, tui):
     t.wait_for("TUI-EXIT=0")
 
 
-@pytest.mark.slow
-def test_a_tool_server_that_will_not_start_says_why_off_the_screen(tui_in_tmux, _isolated_home):
-    # No manifest signed in this ASSAY_HOME: the run's MCP server refuses to start and says
-    # why on its stderr, which must reach the person as a notification, not as text
-    # scribbled across the screen.
+def test_an_unsigned_manifest_is_refused_before_anything_starts(tui_in_tmux, _isolated_home):
+    # No manifest signed in this ASSAY_HOME: the run is refused in the TUI's own process, as a
+    # notification naming the fix, before a tool server starts or a run row is written.
     t = tui_in_tmux()
     t.wait_for("q Quit")
     t.keys("n")
     t.wait_for("Start a run")
     t.keys("Enter")
+    screen = t.wait_for("is not signed")
+    flat = " ".join(screen.split())
+    assert "kernel-agent.toml" in flat and "assay policy sign" in flat
+    assert "assay: error:" not in screen and "0 runs" in screen
+    assert not (_isolated_home / "runs").exists()
+
+
+LEAKY = "restore_placeholders = true  # refused by the tool server: exec hands arguments to a sandbox\n"
+
+
+@pytest.mark.slow
+def test_a_tool_server_that_will_not_start_says_why_off_the_screen(tui_in_tmux, _isolated_home, tmp_path):
+    # A manifest signed by this home's key, so the TUI's own check passes, but one the tool
+    # server refuses: it says why on its stderr, which must reach the person as a notification,
+    # not as text scribbled across the screen.
+    from assay.policies.manifest import SHIPPED_DIR
+    from assay.policies.signing import keygen, sign_manifest
+
+    repo = Path(__file__).resolve().parents[2]
+    keygen(if_missing=True)
+    text = (SHIPPED_DIR / "kernel-agent.toml").read_text().replace("[tools.exec]\n", "[tools.exec]\n" + LEAKY)
+    assert LEAKY in text
+    (tmp_path / "leaky.toml").write_text(text)
+    sign_manifest(tmp_path / "leaky.toml")
+    job = (repo / "examples/kernel/softmax.toml").read_text().replace('"kernel-agent"', f'"{tmp_path}/leaky.toml"')
+    (tmp_path / "job.toml").write_text(job.replace('"softmax.py"', f'"{repo}/examples/kernel/softmax.py"'))
+    t = tui_in_tmux(cwd=tmp_path)
+    t.wait_for("q Quit")
+    t.keys("n")
+    t.wait_for("Start a run")
+    t.keys("job.toml", "Enter")
     screen = t.wait_for("tool server said", timeout=90)
-    assert "not signed" in screen.replace("\n", " ")
+    assert "receive restored secrets" in " ".join(screen.split())
     assert "assay: error:" not in screen
     log = (_isolated_home / "logs" / "tui.log").read_text()
-    assert "assay: error: manifest" in log and "is not signed" in log
+    assert "assay: error: manifest" in log and "receive restored secrets" in log
