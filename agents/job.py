@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 import stat
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, ValidationInfo, field_validator
 
@@ -25,9 +26,9 @@ class _Strict(BaseModel):
 
 
 class Budget(_Strict):
-    steps: int = Field(40, ge=1, le=10_000, description="model requests the agent may make")
-    minutes: float = Field(10, gt=0, le=24 * 60)
-    tokens: int | None = Field(None, ge=1, description="total tokens; unlimited for the playbook")
+    steps: int = Field(default=40, ge=1, le=10_000, description="model requests the agent may make")
+    minutes: float = Field(default=10, gt=0, le=24 * 60)
+    tokens: int | None = Field(default=None, ge=1, description="total tokens; unlimited for the playbook")
 
 
 class SandboxChoice(_Strict):
@@ -36,16 +37,16 @@ class SandboxChoice(_Strict):
 
 class PaddingChoice(_Strict):
     enabled: bool = False
-    size_bucket: int = Field(4096, ge=256)
-    time_quantum_s: float = Field(0.25, gt=0)
-    default_ceiling_s: float | None = Field(None, gt=0)
+    size_bucket: int = Field(default=4096, ge=256)
+    time_quantum_s: float = Field(default=0.25, gt=0)
+    default_ceiling_s: float | None = Field(default=None, gt=0)
 
 
 class Job(_Strict):
     kind: str = Field(..., description="job kind, e.g. kernel")
     task: str = Field(..., min_length=1, description="task file, relative to the job file")
     brain: str = Field(
-        "playbook", min_length=1, description="playbook | local | provider:model | an OpenAI-compatible URL"
+        default="playbook", min_length=1, description="playbook | local | provider:model | an OpenAI-compatible URL"
     )
     # Both default to the kind's own (load_job fills them in): never another kind's.
     manifest: str = Field(..., min_length=1, description="a shipped manifest name or a path")
@@ -56,7 +57,7 @@ class Job(_Strict):
     # The table named after the kind (e.g. [kernel]), as that kind's own options model.
     options: SerializeAsAny[BaseModel]
     # Where the file was read from; task paths resolve against it.
-    source: Path | None = Field(None, exclude=True)
+    source: Path | None = Field(default=None, exclude=True)
 
     @field_validator("options", mode="before")
     @classmethod
@@ -86,7 +87,7 @@ class Job(_Strict):
         return (base / self.task).resolve()
 
 
-def _field(loc: tuple) -> str:
+def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p)[:SHOWN] for p in loc) or "(top level)"
 
 
@@ -234,13 +235,14 @@ def _line(text: str, limit: int) -> str:
 
 def _mentions(data: object, key: str) -> bool:
     if isinstance(data, dict):
-        return any(k == key or _mentions(v, key) for k, v in data.items())
+        mapping = cast("dict[object, object]", data)
+        return any(k == key or _mentions(v, key) for k, v in mapping.items())
     if isinstance(data, list):
-        return any(_mentions(v, key) for v in data)
+        return any(_mentions(v, key) for v in cast("list[object]", data))
     return False
 
 
-def _hint(err: dict) -> str:
+def _hint(err: Mapping[str, Any]) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return "remove it; allowed top-level fields: " + ", ".join(

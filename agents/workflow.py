@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import anyio
-from langgraph.graph import END, START, StateGraph
+
+# langgraph ships py.typed at its top level only, so pyright asks for stubs of the subpackage.
+from langgraph.graph import END, START, StateGraph  # pyright: ignore[reportMissingTypeStubs]
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
 from assay.agents.job import Job
@@ -60,11 +63,11 @@ class RunDeps:
     on_event: Callable[[str, dict[str, Any]], None] = field(default=lambda kind, data: None)
 
 
-def _history(state: RunState) -> list:
+def _history(state: RunState) -> list[ModelMessage]:
     return ModelMessagesTypeAdapter.validate_python(state.get("messages") or [])
 
 
-def _dump(messages: list) -> list[dict[str, Any]]:
+def _dump(messages: list[ModelMessage]) -> list[dict[str, Any]]:
     return ModelMessagesTypeAdapter.dump_python(messages, mode="json")
 
 
@@ -79,7 +82,9 @@ def _budget_left(state: RunState, job: Job) -> str | None:
     return None
 
 
-async def one_step(agent: Agent, history: list, prompt: str, limits: UsageLimits, max_tokens: int | None = None):
+async def one_step(
+    agent: Agent, history: list[ModelMessage], prompt: str, limits: UsageLimits, max_tokens: int | None = None
+):
     """Run the agent until its next model request has been answered and its tool calls done.
 
     Returns (messages, final_text or None, usage)."""
@@ -88,7 +93,7 @@ async def one_step(agent: Agent, history: list, prompt: str, limits: UsageLimits
 
     # A model may not write past the token budget: UsageLimits only looks once the answer is
     # in, so without a cap a rambling model generates up to its context window first.
-    settings = {"max_tokens": max_tokens} if max_tokens is not None else None
+    settings = ModelSettings(max_tokens=max_tokens) if max_tokens is not None else None
     async with agent.iter(
         None if history else prompt, message_history=history or None, usage_limits=limits, model_settings=settings
     ) as run:
@@ -187,7 +192,8 @@ def decision_for(ledger: Ledger, run_id: str, approval_id: str) -> str | None:
 
 async def approval(state: RunState, runtime: Runtime[RunDeps]) -> RunState:
     deps = runtime.context
-    pending = state["approval"]
+    pending = state.get("approval")
+    assert pending is not None  # the graph routes here only with an approval pending
     deps.ledger.set_run_status(deps.run_id, RunStatus.waiting_approval)
     decision = interrupt(pending)
     deps.ledger.set_run_status(deps.run_id, RunStatus.running)
@@ -243,12 +249,11 @@ def _after_step(state: RunState) -> str:
     return "agent_step"
 
 
-def build_graph() -> StateGraph:
+def build_graph() -> StateGraph[RunState, RunDeps, RunState, RunState]:
     g = StateGraph(RunState, context_schema=RunDeps)
-    g.add_node("agent_step", agent_step)
-    g.add_node("approval", approval)
-    g.add_node("verify", verify)
-    g.add_node("report", report)
+    for name, node in (("agent_step", agent_step), ("approval", approval), ("verify", verify), ("report", report)):
+        # langgraph's own signature leaves CachePolicy's type argument open.
+        g.add_node(name, node)  # pyright: ignore[reportUnknownMemberType]
     g.add_edge(START, "agent_step")
     g.add_conditional_edges("agent_step", _after_step, ["approval", "verify", "agent_step"])
     g.add_edge("approval", "agent_step")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from assay.errors import UserError
+from assay.typed import as_dict
 
 
 class RunSpec(BaseModel):
@@ -35,16 +36,17 @@ class RunSpec(BaseModel):
     def _stored_before_kinds(cls, data: Any) -> Any:
         # Runs recorded before the spec was a model kept kind, manifest, sandbox and options
         # inside the job only: read them from there, so such a run still resumes and verifies.
-        if isinstance(data, dict) and "kind" not in data and isinstance(data.get("job"), dict):
-            job = data["job"]
-            data = {
-                **data,
-                "kind": job.get("kind"),
-                "manifest": job.get("manifest"),
-                "sandbox_backend": (job.get("sandbox") or {}).get("backend", "auto"),
-                "options": job.get("options") or {},
-            }
-        return data
+        spec = as_dict(data)
+        job = as_dict(spec.get("job")) if spec is not None and "kind" not in spec else None
+        if spec is None or job is None:
+            return data
+        return {
+            **spec,
+            "kind": job.get("kind"),
+            "manifest": job.get("manifest"),
+            "sandbox_backend": (as_dict(job.get("sandbox")) or {}).get("backend", "auto"),
+            "options": job.get("options") or {},
+        }
 
     @classmethod
     def of(cls, stored: Any, run_id: str = "") -> RunSpec:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from assay.typed import as_dict
+
 GENESIS = "0" * 64
 
 Problem = Literal["changed", "gap", "reordered", "bad_link", "bad_signature", "misplaced"]
@@ -94,7 +96,8 @@ class ChainReport:
         if self.ok:
             head = "empty" if self.count == 0 else f"head {self.head[:16]}"
             return f"ledger intact: {self.count} verdict{'s' * (self.count != 1)} chained, {head}"
-        return f"ledger TAMPERED at verdict row {self.row_id}: {self.problem.replace('_', ' ')}: {self.detail}"
+        problem = (self.problem or "").replace("_", " ")
+        return f"ledger TAMPERED at verdict row {self.row_id}: {problem}: {self.detail}"
 
 
 def _recompute(row: RawRow) -> str | None:
@@ -178,11 +181,12 @@ def misplaced(run_id: Any, key: Any, payload: Any) -> str | None:
             payload = json.loads(payload)
         except ValueError:
             return None  # unreadable: the hash check has its say
-    if not isinstance(payload, dict):
+    doc = as_dict(payload)
+    if doc is None:
         return None
     for field, actual in (("run_id", run_id), ("key", key)):
-        if field in payload and payload[field] != actual:
-            return f"its payload names {field} {str(payload[field])[:40]!r}, but the row holds {str(actual)[:40]!r} (copied from elsewhere)"
+        if field in doc and doc[field] != actual:
+            return f"its payload names {field} {str(doc[field])[:40]!r}, but the row holds {str(actual)[:40]!r} (copied from elsewhere)"
     return None
 
 

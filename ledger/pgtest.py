@@ -164,6 +164,7 @@ def stop(datadir: str | Path, *, remove: bool = True, bindir: Path | None = None
 def create_database(server_url: str, name: str | None = None) -> str:
     """A fresh, empty database on the server; returns its URL (the login needs CREATEDB)."""
     import psycopg
+    import psycopg.sql
     import sqlalchemy as sa
 
     url = sa.make_url(server_url)
@@ -177,7 +178,7 @@ def create_database(server_url: str, name: str | None = None) -> str:
         autocommit=True,
         connect_timeout=10,
     ) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
     return url.set(database=name).render_as_string(hide_password=False)
 
 

@@ -11,16 +11,18 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 from sqlmodel import SQLModel
 
 from assay.errors import UserError
+from assay.ledger.tables import table_of
 
 # Arbitrary fixed keys for pg_advisory_xact_lock: one serializes schema set-up between
 # processes opening the same database at once, the other serializes verdict appends.
@@ -67,7 +69,7 @@ def parse_url(raw: str) -> sa.URL:
     """Accept SQLite files and PostgreSQL through psycopg 3; name anything else."""
     try:
         url = sa.make_url(raw)
-    except (sa.exc.ArgumentError, ValueError) as exc:
+    except (sa_exc.ArgumentError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else "cannot be parsed"
         raise UserError(f"ledger URL {hide_password(raw)!r} is malformed ({first})", _URL_FIX) from None
     # From the text, not url.get_driver_name(): that imports the dialect, and an unknown
@@ -101,6 +103,7 @@ def parse_url(raw: str) -> sa.URL:
 
 
 def _check_sqlite_path(url: sa.URL, create: bool) -> None:
+    assert url.database, "parse_url gives every SQLite URL a file path"
     path = Path(url.database)
     parent = path.parent
     if path.exists():
@@ -124,7 +127,7 @@ def _sqlite_engines(url: sa.URL) -> Engines:
         engine = sa.create_engine(url, connect_args={"timeout": 60})
 
         @event.listens_for(engine, "connect")
-        def _connect(dbapi_conn, _record):  # noqa: ANN001
+        def _connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
             dbapi_conn.execute("PRAGMA foreign_keys=ON")
             # In WAL mode, NORMAL syncs at checkpoints, not on every commit: a killed process
@@ -133,7 +136,7 @@ def _sqlite_engines(url: sa.URL) -> Engines:
             dbapi_conn.execute("PRAGMA synchronous=NORMAL")
 
         @event.listens_for(engine, "begin")
-        def _begin(conn):  # noqa: ANN001
+        def _begin(conn: sa.Connection) -> None:
             conn.exec_driver_sql(begin)
 
         return engine
@@ -167,13 +170,13 @@ def open_engines(raw_url: str, *, create: bool) -> Engines:
 
 
 @contextmanager
-def user_facing(engines: Engines) -> Iterator[None]:
+def user_facing(engines: Engines) -> Generator[None]:
     """Errors from the database itself (not from a caller's bad row) become a UserError."""
     try:
         yield
-    except sa.exc.IntegrityError:
+    except sa_exc.IntegrityError:
         raise
-    except (sa.exc.DBAPIError, sqlite3.Error) as exc:
+    except (sa_exc.DBAPIError, sqlite3.Error) as exc:
         raise database_error(engines, exc) from None
 
 
@@ -285,15 +288,17 @@ def ensure_tables(
     engines: Engines, models: Iterable[type[SQLModel]], append_only: Iterable[type[SQLModel]] = ()
 ) -> None:
     """Create what is missing, in one transaction, one process at a time."""
-    tables = [m.__table__ for m in models]
-    guarded = [m.__table__.name for m in append_only]
+    tables = [table_of(m) for m in models]
+    guarded = [table_of(m).name for m in append_only]
     with user_facing(engines):
         if engines.dialect == "sqlite":
             raw = engines.write.raw_connection()
             try:
                 # WAL lets readers (the TUI, verify) run while a run is writing; it is a
                 # property of the file, so setting it once is enough.
-                raw.driver_connection.execute("PRAGMA journal_mode=WAL")
+                driver = raw.driver_connection
+                assert driver is not None  # an open connection
+                driver.execute("PRAGMA journal_mode=WAL")
             finally:
                 raw.close()
         with engines.write.begin() as conn:

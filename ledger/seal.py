@@ -23,7 +23,8 @@ from typing import Any
 from sqlmodel import SQLModel, select
 
 from assay.ledger.chain import canonical_json, format_time
-from assay.ledger.tables import Approval, PolicyDecision, Run, Step, Submission, ToolCall
+from assay.ledger.tables import Approval, PolicyDecision, Run, Step, Submission, ToolCall, table_name, table_of
+from assay.typed import as_dict
 
 SEAL_VERSION = 1
 SEALED: tuple[type[SQLModel], ...] = (Step, ToolCall, PolicyDecision, Approval, Submission)
@@ -50,26 +51,27 @@ def seal(session: Any, run_id: str) -> dict[str, Any] | None:
     run = session.exec(select(Run).where(Run.id == run_id)).first()
     if run is None:
         return None
-    tables = {}
+    tables: dict[str, Any] = {}
     for model in SEALED:
-        rows = list(session.exec(select(model).where(model.run_id == run_id)))  # type: ignore[attr-defined]
-        tables[model.__tablename__] = {"count": len(rows), "root": _root([row_digest(r) for r in rows])}
+        rows = list(session.exec(select(model).where(table_of(model).c.run_id == run_id)))
+        tables[table_name(model)] = {"count": len(rows), "root": _root([row_digest(r) for r in rows])}
     return {"version": SEAL_VERSION, "run": row_digest(run, RUN_FIELDS), "tables": tables}
 
 
 def check(sealed: Any, now: dict[str, Any] | None, run_id: str) -> list[str]:
     """How the run's record now differs from the seal in its verdict, table by table."""
-    if not isinstance(sealed, dict) or sealed.get("version") != SEAL_VERSION:
+    seal = as_dict(sealed)
+    if seal is None or seal.get("version") != SEAL_VERSION:
         return [f"run {run_id}: its verdict's seal is unreadable"]
     if now is None:
         return [f"runs: the row of run {run_id} is gone (its verdict remains)"]
-    problems = []
-    if now["run"] != sealed.get("run"):
+    problems: list[str] = []
+    if now["run"] != seal.get("run"):
         problems.append(f"runs: the row of run {run_id} was changed after its verdict")
-    was = sealed.get("tables") if isinstance(sealed.get("tables"), dict) else {}
+    was = as_dict(seal.get("tables")) or {}
     for table, current in now["tables"].items():
-        old = was.get(table)
-        if not isinstance(old, dict):
+        old = as_dict(was.get(table))
+        if old is None:
             problems.append(f"{table}: run {run_id}'s verdict sealed no such table")
             continue
         n_old, n_now = old.get("count"), current["count"]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, func, select
 
@@ -43,8 +44,11 @@ from assay.ledger.tables import (
     Submission,
     ToolCall,
     Verdict,
+    table_name,
+    table_of,
     utcnow,
 )
+from assay.typed import as_dict
 
 E = TypeVar("E", Step, ToolCall, PolicyDecision, Approval, Submission)
 M = TypeVar("M", bound=SQLModel)
@@ -89,7 +93,7 @@ class Ledger:
         try:
             if create:
                 ensure_tables(engines, LEDGER_TABLES, APPEND_ONLY)
-            elif not has_table(engines, Verdict.__tablename__):
+            elif not has_table(engines, table_name(Verdict)):
                 raise NoLedger(
                     f"no assay ledger in {engines.display_url}",
                     "check the ledger URL; a ledger is created by the first run",
@@ -128,14 +132,14 @@ class Ledger:
         return self._engines.read
 
     @contextmanager
-    def session(self, *, write: bool = False) -> Iterator[Session]:
+    def session(self, *, write: bool = False) -> Generator[Session]:
         """A SQLModel session that commits when the block ends cleanly, else rolls back.
         Objects stay readable after the block (expire_on_commit=False)."""
         engine = self._engines.write if write else self._engines.read
         try:
             with Session(engine, expire_on_commit=False) as s, s.begin():
                 yield s
-        except sa.exc.OperationalError as exc:
+        except sa_exc.OperationalError as exc:
             # The database went away or stayed locked: the user's problem to fix, in one line.
             raise database_error(self._engines, exc) from None
 
@@ -151,7 +155,7 @@ class Ledger:
         model = type(row)
         ins = self._insert(model).values(**_values(row)).on_conflict_do_nothing(index_elements=list(unique))
         with self.session(write=True) as s:
-            s.execute(ins)
+            s.exec(ins)
             q = select(model).where(*(getattr(model, c) == getattr(row, c) for c in unique))
             return s.exec(q).one()
 
@@ -289,8 +293,8 @@ class Ledger:
     def recorded_outcome(self, run_id: str, key: str) -> tuple[str | None, str, dict[str, Any]] | None:
         """(fingerprint, decision, outcome) of a recorded call: the replay check, kept lean
         because the gateway asks it before every call that carries a client key."""
-        q = sa.select(ToolCall.fingerprint, ToolCall.decision, ToolCall.outcome).where(
-            ToolCall.run_id == run_id, ToolCall.key == key
+        q = sa.select(col(ToolCall.fingerprint), col(ToolCall.decision), col(ToolCall.outcome)).where(
+            col(ToolCall.run_id) == run_id, col(ToolCall.key) == key
         )
         row = self._core(self._engines.read, q, first=True)
         return None if row is None else (row[0], row[1], row[2] or {})
@@ -312,7 +316,7 @@ class Ledger:
             with engine.begin() as conn:
                 result = conn.execute(statement, params) if params is not None else conn.execute(statement)
                 return result.first() if first else None
-        except sa.exc.OperationalError as exc:
+        except sa_exc.OperationalError as exc:
             raise database_error(self._engines, exc) from None
 
     # --- approvals and submissions ------------------------------------------------------------
@@ -375,7 +379,7 @@ class Ledger:
         with self.session(write=True) as s:
             if self.dialect == "postgresql":
                 # Held to commit: the read of the last row and the insert after it are one step.
-                s.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": CHAIN_LOCK})
+                s.connection().execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": CHAIN_LOCK})
             existing = s.exec(select(Verdict).where(Verdict.run_id == run_id, Verdict.key == key)).first()
             if existing is not None:
                 return existing
@@ -424,7 +428,7 @@ class Ledger:
             except Exception as exc:  # tampered beyond reading: say so, do not crash
                 return [f"the runs or verdicts table cannot be read ({type(exc).__name__})"]
             for run_id, v in newest.items():
-                payload = v.payload if isinstance(v.payload, dict) else {}
+                payload = as_dict(v.payload) or {}  # the column says dict; a tampered row may not
                 if "seal" not in payload:
                     continue  # verified before seals existed
                 try:
@@ -478,17 +482,23 @@ class Ledger:
 
     def counts(self) -> dict[str, int]:
         with self.session() as s:
-            return {m.__tablename__: s.exec(select(func.count()).select_from(m)).one() for m in LEDGER_TABLES}
+            return {table_name(m): s.exec(select(func.count()).select_from(m)).one() for m in LEDGER_TABLES}
 
     def guards(self) -> dict[str, bool]:
         """Which append-only tables still have their UPDATE/DELETE-refusing triggers."""
-        return present_guards(self._engines, [m.__tablename__ for m in APPEND_ONLY])
+        return present_guards(self._engines, [table_name(m) for m in APPEND_ONLY])
 
     # --- internals --------------------------------------------------------------------------
 
     def _insert(self, model: type[SQLModel]) -> Any:
-        table = model.__table__
+        table = table_of(model)
         return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
+
+    @overload
+    def _insert_once(self, event: E, *, fetch: Literal[True] = ...) -> E: ...
+
+    @overload
+    def _insert_once(self, event: E, *, fetch: bool) -> E | None: ...
 
     def _insert_once(self, event: E, *, fetch: bool = True) -> E | None:
         """`fetch=False` skips reading the stored row back: the gateway's hot path only needs
@@ -498,7 +508,7 @@ class Ledger:
                 return self.insert_once(event, unique=("run_id", "key"))
             self._core(self._engines.write, self._event_insert(type(event)), _values(event))
             return None
-        except sa.exc.IntegrityError as exc:
+        except sa_exc.IntegrityError as exc:
             if "foreign key" in str(exc.orig).lower():
                 raise LedgerError(f"no run {event.run_id!r} in the ledger") from None
             raise
@@ -512,13 +522,15 @@ def _new_sqlite_file(engines: Engines) -> Path | None:
     """The SQLite file the first connection just created, if it holds nothing yet."""
     if engines.dialect != "sqlite":
         return None
+    if not engines.url.database:
+        return None
     path = Path(engines.url.database)
     return path if path.exists() and path.stat().st_size == 0 else None
 
 
 def _values(obj: SQLModel) -> dict[str, Any]:
     """Column values of a not-yet-inserted row; an unset autoincrement id is left to the database."""
-    values = {c.name: getattr(obj, c.name) for c in obj.__table__.columns}
+    values = {c.name: getattr(obj, c.name) for c in table_of(obj).columns}
     if values.get("id") is None:
         values.pop("id", None)
     return values

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
-
-UTC = UTC
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class UTCDateTime(sa.types.TypeDecorator):
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
     """Timestamps go in and come out as aware UTC datetimes on every database.
 
     SQLite has no time zones and drops tzinfo silently; PostgreSQL's timestamptz would hand
@@ -71,7 +69,7 @@ class RunStatus(str, Enum):
 
 
 class Run(SQLModel, table=True):
-    __tablename__ = "runs"
+    __tablename__ = "runs"  # pyright: ignore[reportAssignmentType]  # SQLModel types it as a declared_attr; SQLAlchemy takes a plain name
 
     id: str = Field(primary_key=True, max_length=64)
     job: str = Field(description="job file or job name the run was started from")
@@ -97,7 +95,7 @@ class _Event(SQLModel):
 
 
 class Step(_Event, table=True):
-    __tablename__ = "steps"
+    __tablename__ = "steps"  # pyright: ignore[reportAssignmentType]  # SQLModel types it as a declared_attr; SQLAlchemy takes a plain name
     __table_args__ = (sa.UniqueConstraint("run_id", "key", name="uq_steps_run_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
@@ -106,7 +104,7 @@ class Step(_Event, table=True):
 
 
 class ToolCall(_Event, table=True):
-    __tablename__ = "tool_calls"
+    __tablename__ = "tool_calls"  # pyright: ignore[reportAssignmentType]  # SQLModel types it as a declared_attr; SQLAlchemy takes a plain name
     __table_args__ = (sa.UniqueConstraint("run_id", "key", name="uq_tool_calls_run_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
@@ -127,7 +125,7 @@ class ToolCall(_Event, table=True):
 
 
 class PolicyDecision(_Event, table=True):
-    __tablename__ = "policy_decisions"
+    __tablename__ = "policy_decisions"  # pyright: ignore[reportAssignmentType]  # SQLModel types it as a declared_attr; SQLAlchemy takes a plain name
     __table_args__ = (sa.UniqueConstraint("run_id", "key", name="uq_policy_decisions_run_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
@@ -140,7 +138,7 @@ class PolicyDecision(_Event, table=True):
 class Verdict(_Event, table=True):
     """A link in the verdict chain; `id` is its position (1, 2, 3 ... with no gaps)."""
 
-    __tablename__ = "verdicts"
+    __tablename__ = "verdicts"  # pyright: ignore[reportAssignmentType]  # SQLModel types it as a declared_attr; SQLAlchemy takes a plain name
     __table_args__ = (sa.UniqueConstraint("run_id", "key", name="uq_verdicts_run_key"),)
 
     # Assigned by the writer under the chain lock, not by a sequence: a sequence skips numbers
@@ -159,7 +157,7 @@ class Approval(_Event, table=True):
     approval covers exactly one call with exactly the arguments the human saw.
     """
 
-    __tablename__ = "approvals"
+    __tablename__ = "approvals"  # pyright: ignore[reportAssignmentType]  # SQLModel types it as a declared_attr; SQLAlchemy takes a plain name
     __table_args__ = (sa.UniqueConstraint("run_id", "key", name="uq_approvals_run_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
@@ -175,7 +173,7 @@ class Approval(_Event, table=True):
 class Submission(_Event, table=True):
     """The agent's only handle on the outcome: a snapshot of its workspace, hashed."""
 
-    __tablename__ = "submissions"
+    __tablename__ = "submissions"  # pyright: ignore[reportAssignmentType]  # SQLModel types it as a declared_attr; SQLAlchemy takes a plain name
     __table_args__ = (sa.UniqueConstraint("run_id", "key", name="uq_submissions_run_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
@@ -183,6 +181,20 @@ class Submission(_Event, table=True):
     sha256: str = Field(max_length=64)
     files: dict[str, Any] = _json()  # relative path -> sha256
     entry: str = Field(description="the candidate file within the snapshot")
+
+
+def table_name(model: type[SQLModel]) -> str:
+    """A table model's name (SQLModel's stubs type __tablename__ as a declared_attr)."""
+    name = getattr(model, "__tablename__")  # noqa: B009  (read past the stub's type)
+    assert isinstance(name, str)
+    return name
+
+
+def table_of(model: type[SQLModel] | SQLModel) -> sa.Table[Any]:
+    """A table model's Table (SQLModel's stubs do not declare __table__)."""
+    table = getattr(model, "__table__")  # noqa: B009  (read past the stub's type)
+    assert isinstance(table, sa.Table)
+    return cast("sa.Table[Any]", table)  # isinstance leaves its column-collection parameter open
 
 
 LEDGER_TABLES: tuple[type[SQLModel], ...] = (Run, Step, ToolCall, PolicyDecision, Verdict, Approval, Submission)

@@ -17,13 +17,14 @@ from rich.table import Table
 
 from assay import __version__
 from assay.reports.charts import figure_chart
+from assay.typed import as_dict
 from assay.verifiers.outcome import Shown
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def summary(run: dict[str, Any], verdict: dict[str, Any] | None) -> dict[str, Any]:
-    p = (verdict or {}).get("payload") or {}
+    p = as_dict((verdict or {}).get("payload")) or {}
     shown = Shown.of(p) if verdict is not None else None
     return {
         "run_id": run["id"],
@@ -70,7 +71,7 @@ def write_junit(path: Path, reports: list[dict[str, Any]]) -> None:
     for i, r in enumerate(reports):
         checks = r["checks"] or [{"name": "verdict", "passed": r["passed"], "detail": "; ".join(r["reasons"])}]
         failures = sum(1 for c in checks if not c.get("passed"))
-        seconds = (r.get("budget_used") or {}).get("seconds") or 0
+        seconds = (as_dict(r.get("budget_used")) or {}).get("seconds") or 0
         suite = ET.SubElement(
             suites,
             "testsuite",
@@ -137,7 +138,7 @@ def _uri(job: Any) -> str:
 
 def write_sarif(path: Path, reports: list[dict[str, Any]]) -> None:
     rules: dict[str, dict[str, Any]] = {}
-    results = []
+    results: list[dict[str, Any]] = []
     for r in reports:
         for c in r["checks"] or [{"name": "verdict", "passed": r["passed"], "detail": "; ".join(r["reasons"])}]:
             name = str(c.get("name"))

@@ -23,7 +23,7 @@ class ToolCall:
     key: str
     started_ns: int = 0
     # Set by the policy check: limits the capability grants this call (e.g. max_timeout_s).
-    grants: dict[str, Any] = field(default_factory=dict)
+    grants: dict[str, Any] = field(default_factory=dict[str, Any])
     # Set by the policy check: its decision, for the audit of a call cut off where the check's
     # context is out of reach (a server stopped by a signal while the tool runs).
     decision: Any = None
@@ -46,9 +46,10 @@ class ToolOutcome:
     structured: dict[str, Any] | None = None
     is_error: bool = False
     # Filled by wrappers on the way out; never shown to the model as content.
-    decision: Effect | None = None
+    # The decision that let it run: a policy effect, or a replayed call's as the ledger holds it.
+    decision: str | None = None
     rule: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict[str, Any])
     tool_ns: int = 0
 
 

@@ -17,11 +17,12 @@ import tomllib
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from assay.errors import UserError
+from assay.typed import as_dict
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -44,10 +45,6 @@ C = TypeVar("C", bound=CriteriaBase)
 
 def _shipped_dir() -> Traversable:
     return resources.files("assay.verifiers").joinpath("criteria")
-
-
-def _criteria_dir() -> Traversable:
-    return _shipped_dir()
 
 
 def _dirs() -> list[Traversable]:
@@ -81,17 +78,15 @@ def _kind_of(name: str) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def _merge(base: dict, over: dict) -> dict:
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
+        inner, table = as_dict(out.get(key)), as_dict(value)
+        out[key] = _merge(inner, table) if inner is not None and table is not None else value
     return out
 
 
-def _read(name: str, chain: tuple[str, ...]) -> tuple[dict, list[bytes]]:
+def _read(name: str, chain: tuple[str, ...]) -> tuple[dict[str, Any], list[bytes]]:
     if not NAME.match(name):
         raise UserError(
             f"criteria name {name!r} is not a profile name",

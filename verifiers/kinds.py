@@ -120,7 +120,7 @@ def _load(target: str, name: str) -> VerifierKind:
 
 def extra_criteria_dirs() -> list[Traversable]:
     """Criteria folders of kinds from outside assay (registered or ASSAY_KINDS)."""
-    dirs = []
+    dirs: list[Traversable] = []
     for name in names():
         if name in SHIPPED:
             continue

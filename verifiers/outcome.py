@@ -26,7 +26,7 @@ class _Model(BaseModel):
 class Headline(_Model):
     name: str = Field(max_length=80)
     value: float | None
-    unit: str = Field("", max_length=16)
+    unit: str = Field(default="", max_length=16)
 
     def text(self) -> str:
         if self.value is None:
@@ -48,7 +48,7 @@ class Bar(_Model):
 class Figures(_Model):
     title: str = Field(max_length=120)
     bars: list[Bar]
-    unit: str = Field("x", max_length=16)
+    unit: str = Field(default="x", max_length=16)
     # Where the baseline stands on the chart (1.0 for a speedup).
     mark: float = 1.0
 
@@ -64,7 +64,7 @@ class Outcome(_Model):
 
     outcome: OutcomeWord
     reasons: list[str] = Field(default_factory=list)
-    checks: list[Check] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list[Check])
     metrics: dict[str, Any] = Field(default_factory=dict)
     headline: Headline | None = None
     figures: Figures | None = None

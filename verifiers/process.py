@@ -16,7 +16,7 @@ from typing import Any
 
 from assay import __version__
 from assay.errors import UserError
-from assay.ledger import Ledger, LedgerError
+from assay.ledger import Ledger, LedgerError, Verdict
 from assay.runspec import RunSpec
 from assay.settings import settings
 from assay.verifiers import receipts, signing
@@ -125,7 +125,7 @@ def chain_verdict(ledger: Ledger, run_id: str, key: str, payload: dict[str, Any]
     return {**_row(verdict), "receipt": receipts.receipt(key_obj, ledger.url, verdict)}
 
 
-def _row(v) -> dict[str, Any]:
+def _row(v: Verdict) -> dict[str, Any]:
     return {
         "id": v.id,
         "run_id": v.run_id,

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from assay.errors import UserError
-from assay.verifiers.criteria import _criteria_dir, available
+from assay.verifiers.criteria import _shipped_dir, available
 from assay.verifiers.kernel.criteria import load_criteria
 
 
@@ -27,7 +27,7 @@ def test_shipped_profiles_load_and_hold_the_issue_floor():
 
 
 def test_hash_covers_every_file_a_profile_extends():
-    raw = {n: _criteria_dir().joinpath(f"{n}.toml").read_bytes() for n in ("kernel-default", "kernel-test")}
+    raw = {n: _shipped_dir().joinpath(f"{n}.toml").read_bytes() for n in ("kernel-default", "kernel-test")}
     default = load_criteria("kernel-default")
     assert default.sha256 == hashlib.sha256(hashlib.sha256(raw["kernel-default"]).digest()).hexdigest()
     test = load_criteria("kernel-test")
