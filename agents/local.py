@@ -76,9 +76,11 @@ def load() -> tuple[Any, Any]:
             tok = AutoTokenizer.from_pretrained(src, gguf_file=GGUF)
             model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF, dtype=torch.float32)
             # Dequantised already: drop the GGUF marker so the float weights can be saved.
-            model.hf_quantizer = None
+            # transformers keeps hf_quantizer as a plain attribute; nn.Module's __setattr__ stub
+            # admits only tensors and modules, so set it as what it is.
+            object.__setattr__(model, "hf_quantizer", None)
             if hasattr(model.config, "quantization_config"):
-                del model.config.quantization_config
+                delattr(model.config, "quantization_config")
             tmp = cached.with_name(cached.name + ".tmp")
             model.save_pretrained(tmp)
             tok.save_pretrained(tmp)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from assay.agents.brains import make_model
@@ -240,7 +241,7 @@ async def _drive(
         run_id=run_id, job=job, ledger=ledger, agent=agent, prompt=kind.prompt(job), verify=verify, on_event=events
     )
     graph_def = build_graph()
-    config = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
+    config: RunnableConfig = {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
     async with checkpointer(ledger) as saver, _server_started(agent, run_id, ledger, fresh=first is not None):
         graph = graph_def.compile(checkpointer=saver)
         payload = first

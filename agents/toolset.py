@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def run_toolset(
     *,
     padding: dict[str, Any] | None = None,
     sandbox: str | None = None,
-    step: callable = None,
+    step: Callable[[], str] | None = None,
 ) -> MCPToolset:
     from fastmcp.client.transports import StdioTransport
 

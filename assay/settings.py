@@ -17,11 +17,11 @@ class Limits(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="ASSAY_LIMIT_", extra="ignore")
 
-    timeout_s: float = Field(60.0, gt=0, le=3600)
-    memory_mb: int = Field(2048, ge=64)
-    pids: int = Field(128, ge=8)
-    cpus: float = Field(2.0, gt=0)
-    output_bytes: int = Field(1 << 20, ge=1024)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    memory_mb: int = Field(default=2048, ge=64)
+    pids: int = Field(default=128, ge=8)
+    cpus: float = Field(default=2.0, gt=0)
+    output_bytes: int = Field(default=1 << 20, ge=1024)
 
 
 class KindPlugin(BaseModel):

@@ -60,6 +60,9 @@ def _reports(
     with Ledger.open() as ledger:
         for o in outcomes:
             run = ledger.get_run(o.run_id)
+            if run is None:  # the run's row is gone (ledger verify says so): report what is known
+                rows.append(summary({"id": o.run_id, "status": o.status}, o.verdict))
+                continue
             rows.append(summary(run.model_dump(mode="json"), o.verdict))
     for r in rows:
         if not quiet:

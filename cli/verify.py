@@ -129,7 +129,8 @@ def _verify_command(name: str):
                 default=typer.Option(None, flag, help=f"[{name}] {field_name}: {words}".strip()),
             )
         )
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # typer reads the signature
+    # typer builds the command's options from its signature, so the kind's fields become flags
+    command.__signature__ = inspect.Signature(params)
     command.__annotations__ = {p.name: p.annotation for p in params}
     command.__doc__ = (
         f"Verify a {name} SUBMISSION against TASK in fresh sandboxes. Exit 0 if it passes, 1 if it "

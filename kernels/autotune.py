@@ -127,7 +127,7 @@ def autotune(
     key = cache_key(template)
     seeds = cache.seeds(key, space) if cache is not None else []
     # seeds come exact-key first, so the top seed is this key's own winner when it has one
-    mine = [e for e in cache.entries(key) if e.key == key.digest and e.config == seeds[0]] if seeds else []
+    mine = [e for e in cache.entries(key) if e.key == key.digest and e.config == seeds[0]] if seeds and cache else []
     exact = bool(mine)
     result = TuneResult(ok=False, key=key, seeded=seeds)
     if exact and not confirm:
@@ -186,15 +186,15 @@ def autotune(
                 row.get("error"),
             )
             result.trials.append(t)
-            if t.ok and cache is not None:
+            if t.ok and cache is not None and t.seconds is not None:
                 cache.record(key, cfg, t.seconds)
         done += len(configs)
         _say(progress, f"autotuned {done}/{total}", done / total)
-    good = [t for t in result.trials if t.ok]
+    good = [t for t in result.trials if t.ok and t.seconds is not None]
     if good:
         # min over repetitions: on a shared CPU the least-disturbed run is the best estimate of
         # what a configuration can do; the benchmark, not the tuner, reports medians
-        best = min(good, key=lambda t: t.seconds)
+        best = min(good, key=lambda t: t.seconds or 0.0)  # every good trial has its seconds
         result.ok, result.best, result.best_seconds = True, best.config, best.seconds
     elif result.error is None:
         result.error = "no configuration ran correctly"

@@ -192,7 +192,7 @@ class LocalStore:
 class AutotuneEntry(SQLModel, table=True):
     """The ledger database's copy of the cache: shared by a team when the ledger is PostgreSQL."""
 
-    __tablename__ = "kernel_autotune"
+    __tablename__ = "kernel_autotune"  # pyright: ignore[reportAssignmentType]  # SQLModel types it as a declared_attr; SQLAlchemy takes a plain name
     __table_args__ = (sa.UniqueConstraint("key", "config_id", "host", name="uq_kernel_autotune"),)
 
     id: int | None = Field(default=None, primary_key=True)

@@ -113,11 +113,12 @@ def const(chain: Chain, value, path: str) -> str:
 # --- C++ ---------------------------------------------------------------------------------
 
 
-def cpp_op(op: dict, x: list[str], scalars: list[str] | None = None) -> str:
+def cpp_op(op: dict, x: list[str | None], scalars: list[str] | None = None) -> str:
     """The vector expression of one op on operands `x`; `scalars`: each operand as one float, for
     the ops that take one (softplus' beta and threshold), where it differs from lane 0 of x."""
     fn, a = op["fn"], op["attr"]
     v = x[0]
+    assert v is not None  # every op's first operand is a value; only later ones may be absent
     sc = scalars or [f"{n}[0]" for n in x]
     simple = {
         "neg": f"-{v}",
@@ -225,9 +226,10 @@ def cpp_chain_body(
 # --- Triton --------------------------------------------------------------------------------
 
 
-def triton_op(op: dict, x: list[str]) -> str:
+def triton_op(op: dict, x: list[str | None]) -> str:
     fn, a = op["fn"], op["attr"]
     v = x[0]
+    assert v is not None  # every op's first operand is a value; only later ones may be absent
     simple = {
         "neg": f"-{v}",
         "abs": f"tl.abs({v})",

@@ -99,6 +99,25 @@ OUTSIDE = z3.Union(
 )
 
 
+# z3's Python API types most of its results as unions of every kind of expression; these say
+# (and check) which one a call returns, so the rest is typed.
+def _re(x: object) -> z3.ReRef:
+    assert isinstance(x, z3.ReRef), type(x)
+    return x
+
+
+def _bool(x: object) -> z3.BoolRef:
+    assert isinstance(x, z3.BoolRef), type(x)
+    return x
+
+
+def _int(x: object) -> int:
+    """The value of a numeral z3 evaluated (an integer or a bit vector)."""
+    if isinstance(x, (z3.IntNumRef, z3.BitVecNumRef)):
+        return x.as_long()
+    raise TypeError(f"not a numeral: {x!r}")
+
+
 def _literal(text: str) -> z3.ReRef:
     # Patterns hold no backslash (validated), so z3 reads no escape sequence in them.
     return z3.Re(z3.StringVal(text))
@@ -117,18 +136,18 @@ def _pieces_re(pieces: list[str], first: bool) -> z3.ReRef | None:
     if head == "*":
         tail = _pieces_re(rest, False)
         if not first:
-            return z3.Concat(z3.Star(_SEGCHAR), tail)
+            return _re(z3.Concat(z3.Star(_SEGCHAR), tail))
         options = [z3.Concat(_NODOT_NAME, tail)]
         handed_on = _pieces_re(rest, True)
         if handed_on is not None:
             options.append(handed_on)
-        return z3.Union(*options) if len(options) > 1 else options[0]
+        return _re(z3.Union(*options)) if len(options) > 1 else _re(options[0])
     tail = _pieces_re(rest, False)
     if head == "?":
-        return z3.Concat(_NONDOT if first else _SEGCHAR, tail)
+        return _re(z3.Concat(_NONDOT if first else _SEGCHAR, tail))
     if first and head.startswith("."):
         return None
-    return z3.Concat(_literal(head), tail)
+    return _re(z3.Concat(_literal(head), tail))
 
 
 def _segment_re(segment: str) -> z3.ReRef | None:
@@ -162,9 +181,9 @@ def glob_regex(pattern: str) -> z3.ReRef:
             continue
         seg = _segment_re(segment)
         if seg is None:
-            return _EMPTY
-        parts.append(z3.Concat(z3.Re("/"), seg))
-    return parts[0] if len(parts) == 1 else z3.Concat(*parts)
+            return _re(_EMPTY)
+        parts.append(_re(z3.Concat(z3.Re("/"), seg)))
+    return parts[0] if len(parts) == 1 else _re(z3.Concat(*parts))
 
 
 def prefixed(path: str) -> str:
@@ -191,8 +210,8 @@ class _ToolModel:
         # Labelled, so that an unsat core can say which constraint kills a dead rule.
         self.domain_parts: list[tuple[str, z3.BoolRef]] = [
             ("path normalization", z3.InRe(self.path, NORMALIZED)),
-            (f"limit timeout_s <= {self.limit_ms / 1000:g}", z3.And(self.t >= 1, self.t <= self.limit_ms)),
-            ("no NUL in command", z3.Not(z3.Contains(self.exe, z3.StringVal(_NUL)))),
+            (f"limit timeout_s <= {self.limit_ms / 1000:g}", _bool(z3.And(self.t >= 1, self.t <= self.limit_ms))),
+            ("no NUL in command", _bool(z3.Not(z3.Contains(self.exe, z3.StringVal(_NUL))))),
         ]
         if cap.paths is not None:
             self.domain_parts.append(
@@ -200,7 +219,7 @@ class _ToolModel:
             )
         if cap.executables is not None:
             self.domain_parts.append(
-                ("constraint executables", z3.Or([self.exe == z3.StringVal(x) for x in cap.executables]))
+                ("constraint executables", _bool(z3.Or([self.exe == z3.StringVal(x) for x in cap.executables])))
             )
         self.domain = z3.And([f for _, f in self.domain_parts])
         self.cond_parts = [self.condition_parts(rule) for rule in cap.rules]
@@ -224,14 +243,14 @@ class _ToolModel:
 
     def fires(self, index: int) -> z3.BoolRef:
         """Rule `index` decides the call: it matches and no earlier rule does."""
-        return z3.And(self.domain, self.conds[index], *[z3.Not(c) for c in self.conds[:index]])
+        return _bool(z3.And(self.domain, self.conds[index], *[z3.Not(c) for c in self.conds[:index]]))
 
     def admitted(self) -> z3.BoolRef:
         """Some call gets allow or approve."""
         outcomes = [self.fires(i) for i, r in enumerate(self.cap.rules) if r.effect != "deny"]
         if self.cap.default != "deny":
-            outcomes.append(z3.And(self.domain, *[z3.Not(c) for c in self.conds]))
-        return z3.Or(outcomes) if outcomes else z3.BoolVal(False)
+            outcomes.append(_bool(z3.And(self.domain, *[z3.Not(c) for c in self.conds])))
+        return _bool(z3.Or(outcomes)) if outcomes else z3.BoolVal(False)
 
     def example(self, model: z3.ModelRef) -> dict:
         """The call a model describes, as the arguments a client would send."""
@@ -247,14 +266,14 @@ class _ToolModel:
         if (used("executable") or used("executables")) and exe:
             args["command"] = [exe]
         if used("timeout_s"):
-            args["timeout_s"] = model.eval(self.t, model_completion=True).as_long() / 1000
+            args["timeout_s"] = _int(model.eval(self.t, model_completion=True)) / 1000
         return args
 
 
 def _string_value(model: z3.ModelRef, var: z3.SeqRef) -> str:
     # Read code points one by one: the printed form of a z3 string escapes characters.
-    n = model.eval(z3.Length(var), model_completion=True).as_long()
-    codes = [model.eval(z3.StrToCode(z3.SubString(var, i, 1)), model_completion=True).as_long() for i in range(n)]
+    n = _int(model.eval(z3.Length(var), model_completion=True))
+    codes = [_int(model.eval(z3.StrToCode(z3.SubString(var, i, 1)), model_completion=True)) for i in range(n)]
     return "".join(chr(c) for c in codes)
 
 
@@ -278,7 +297,7 @@ def _solve_tracked(timeout_ms: int, parts: list[tuple[str, z3.BoolRef]]):
     result = solver.check()
     if result == z3.sat:
         return result, solver.model(), []
-    core = [labels[c.get_id()] for c in solver.unsat_core()] if result == z3.unsat else []
+    core = [labels[_bool(c).get_id()] for c in solver.unsat_core()] if result == z3.unsat else []
     return result, None, core
 
 
@@ -318,6 +337,7 @@ def _secrets_stay_in(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: i
         b = _ToolModel(e, manifest.tools[e], policy, tag="@egress")
         result, model = _solve(timeout_ms, a.admitted(), b.admitted())
         if result == z3.sat:
+            assert model is not None  # sat: z3 has one
             same = " (one tool does both)" if r == e else ""
             yield Finding(
                 role,
@@ -358,6 +378,7 @@ def _paths_inside(manifest: Manifest, timeout_ms: int) -> Iterable[Finding]:
         s = z3.String("path")
         result, model = _solve(timeout_ms, z3.InRe(s, z3.Intersect(glob_regex(pattern), OUTSIDE)))
         if result == z3.sat:
+            assert model is not None  # sat: z3 has one
             failed = True
             yield Finding(
                 role, prop, f"{where} {pattern!r}", "failed", f"admits {unprefixed(_string_value(model, s))!r}"
@@ -388,6 +409,7 @@ def _dead_and_shadowed(manifest: Manifest, models: dict[str, _ToolModel], timeou
                 bad.add("no-dead-rules")
                 yield Finding(role, "no-dead-rules", rid, "unknown", _unknown(timeout_ms))
                 continue
+            assert model is not None  # sat: z3 has one
             example = model
             if i == 0:
                 continue
@@ -459,7 +481,7 @@ def _limits_tighten(manifest: Manifest, limits: Limits, timeout_ms: int) -> Iter
             )
     failed = False
     for subject, facts, claim, text in claims:
-        result, _ = _solve(timeout_ms, facts, z3.Not(claim))
+        result, _ = _solve(timeout_ms, facts, _bool(z3.Not(claim)))
         if result != z3.unsat:
             failed = True
             status: Status = "failed" if result == z3.sat else "unknown"
@@ -473,9 +495,10 @@ def _no_overflow(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: int) 
     prop, role = "no-int64-overflow", manifest.role
     bits = 64
 
-    def bv(value: int, name: str) -> tuple[z3.BitVecRef, list]:
-        if not 0 <= value <= INT64_MAX:
-            return None, [f"{name} = {value} does not fit in a signed 64-bit integer"]
+    def bv(value: int | None, name: str) -> tuple[z3.BitVecRef, list]:
+        if value is None or not 0 <= value <= INT64_MAX:
+            # The zero stands in for a number that failed: the caller skips it (the list says why).
+            return z3.BitVecVal(0, bits), [f"{name} = {value} does not fit in a signed 64-bit integer"]
         return z3.BitVecVal(value, bits), []
 
     budget = policy.run_budget()
@@ -538,10 +561,11 @@ def _no_overflow(manifest: Manifest, policy: CapabilityPolicy, timeout_ms: int) 
         failed = True
         yield Finding(role, prop, name, "failed", problem)
     for subject, op, assumptions, no_overflow in checks:
-        result, model = _solve(timeout_ms, *assumptions, z3.Not(no_overflow))
+        result, model = _solve(timeout_ms, *assumptions, _bool(z3.Not(no_overflow)))
         if result == z3.sat:
+            assert model is not None  # sat: z3 has one
             failed = True
-            tv = model.eval(z3.BitVec(f"{subject}.timeout_ms", bits), model_completion=True).as_long()
+            tv = _int(model.eval(z3.BitVec(f"{subject}.timeout_ms", bits), model_completion=True))
             detail = f"{op} overflows int64 (max {INT64_MAX})"
             if "start_ns" in op:
                 detail += f" (e.g. timeout_ms={tv})"

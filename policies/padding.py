@@ -25,15 +25,19 @@ MAX_WAIT_S = 3600.0
 class PaddingPolicy(BaseModel):
     enabled: bool = False
     size_bucket: int = Field(
-        4096, ge=256, le=1 << 24, description="pad every message up to a multiple of this many bytes"
+        default=4096, ge=256, le=1 << 24, description="pad every message up to a multiple of this many bytes"
     )
     time_quantum_s: float = Field(
-        0.25, gt=0, le=MAX_WAIT_S, allow_inf_nan=False, description="release results at the next multiple of this"
+        default=0.25,
+        gt=0,
+        le=MAX_WAIT_S,
+        allow_inf_nan=False,
+        description="release results at the next multiple of this",
     )
     # A fixed release time per tool; calls finishing later are released at the next quantum
     # after the ceiling and counted as ceiling overruns (a leak an operator should see).
     ceilings_s: dict[str, float] = Field(default_factory=dict)
-    default_ceiling_s: float | None = Field(None, ge=0, le=MAX_WAIT_S, allow_inf_nan=False)
+    default_ceiling_s: float | None = Field(default=None, ge=0, le=MAX_WAIT_S, allow_inf_nan=False)
 
     @field_validator("ceilings_s")
     @classmethod

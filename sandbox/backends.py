@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from assay.errors import UserError
 from assay.sandbox.base import Sandbox, SandboxLimits, SandboxSpec
+from assay.sandbox.resident import ResidentSandbox
 
 BACKENDS = ("docker", "bwrap")
 CHOICES = ("auto", *BACKENDS)
@@ -45,15 +46,17 @@ def resolve_backend(backend: str | None = None) -> str:
 def open_sandbox(spec: SandboxSpec, backend: str | None = None) -> Sandbox:
     """A started sandbox for `spec`. An explicit backend that is missing is a UserError with the fix."""
     name = resolve_backend(backend)
+    # Starting is the backends' shared ResidentSandbox's business, not the protocol's: callers
+    # get a sandbox that is already running.
     if name == "docker":
         from assay.sandbox.docker import DockerSandbox
 
-        sandbox: Sandbox = DockerSandbox(spec)
+        sandbox: ResidentSandbox = DockerSandbox(spec)
     else:
         from assay.sandbox.bwrap import BwrapSandbox
 
         sandbox = BwrapSandbox(spec)
-    sandbox.start()  # type: ignore[attr-defined]
+    sandbox.start()
     return sandbox
 
 

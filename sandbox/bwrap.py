@@ -367,7 +367,8 @@ class BwrapSandbox(ResidentSandbox):
                 pass
             for f in (proc.stdin, proc.stdout, proc.stderr):
                 try:
-                    f and f.close()
+                    if f is not None:
+                        f.close()
                 except OSError:
                     pass
         cg, self._cgroup = self._cgroup, None

@@ -19,6 +19,7 @@ import socket
 import tarfile
 import threading
 from functools import lru_cache
+from typing import cast
 
 from assay.errors import UserError
 from assay.sandbox.base import SandboxSpec
@@ -50,7 +51,7 @@ _client_lock = threading.Lock()
 _client_cache: list = []
 
 
-def _connect(timeout: float = 10):
+def _connect(timeout: int = 10):
     import docker
 
     return docker.from_env(timeout=timeout)
@@ -62,7 +63,7 @@ def client():
         if _client_cache:
             return _client_cache[0]
         ok, detail, c = _probe()
-        if not ok:
+        if not ok or c is None:
             raise UserError(detail, _fix_for(detail))
         _client_cache.append(c)
         return c
@@ -215,11 +216,12 @@ class DockerSandbox(ResidentSandbox):
             labels={LABEL: "1", "assay.owner-pid": str(os.getpid())},
             host_config=host_config,
         )
-        self._cid = created["Id"]
+        cid: str = created["Id"]
+        self._cid = cid
         # Attach before start so the helper's greeting cannot be missed.
-        sock = self._api.attach_socket(self._cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        self._api.start(self._cid)
-        pid = self._api.inspect_container(self._cid)["State"]["Pid"]
+        sock = self._api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        self._api.start(cid)
+        pid = self._api.inspect_container(cid)["State"]["Pid"]
         counters = Counters.of_pid(pid) if pid else None
         return _AttachChannel(sock), counters, base_env(tc, spec)
 
@@ -255,7 +257,8 @@ class _AttachChannel:
     MAX_CHUNK = 1 << 20
 
     def __init__(self, sock):
-        self._sock: socket.socket = getattr(sock, "_sock", sock)
+        # The SDK wraps the socket (in a SocketIO or a response); its _sock is the socket itself.
+        self._sock = cast(socket.socket, getattr(sock, "_sock", sock))
         self._keep = sock  # the SDK wrapper holds the HTTP response open
         self._sock.setblocking(True)
         self._header = bytearray()

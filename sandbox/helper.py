@@ -154,6 +154,7 @@ def run(req, frames):
             "truncated": False,
         }
 
+    assert proc.stdout is not None and proc.stderr is not None and proc.stdin is not None  # all PIPE
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     out = {out_fd: bytearray(), err_fd: bytearray()}
     open_fds = set(out)
@@ -196,7 +197,7 @@ def run(req, frames):
             wait = min(wait, poll)
             poll = min(poll * 2, 0.02)
         r, w, _ = select.select(rlist, wlist, [], wait)
-        if w:
+        if w and stdin_fd is not None:
             try:
                 n = os.write(stdin_fd, pending[:CHUNK])
                 pending = pending[n:]
@@ -259,7 +260,8 @@ def run(req, frames):
             total += len(data)
     for f in (proc.stdout, proc.stderr, proc.stdin):
         try:
-            f.close()
+            if f is not None:
+                f.close()
         except OSError:
             pass
     return {

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Protocol
 
-from assay.sandbox.base import ExecResult, SandboxError, SandboxSpec
+from assay.sandbox.base import ExecResult, KillReason, SandboxError, SandboxSpec
 from assay.sandbox.cgroups import Counters
 from assay.sandbox.protocol import (
     FrameDecoder,
@@ -198,7 +198,7 @@ class ResidentSandbox:
                 self._kill()
                 raise SandboxError(f"{self.backend} sandbox killed: {exc}") from None
             duration = time.monotonic() - started
-            killed = host_reason or self._counter_reason(base) or reply.killed
+            killed = host_reason or self._counter_reason(base) or _kill_reason(reply.killed)
             if killed is None and self._counters is None and reply.exit_code == -9:
                 # Without kernel counters an unexplained SIGKILL is most likely the OOM killer.
                 killed = "memory"
@@ -211,7 +211,7 @@ class ResidentSandbox:
                 truncated=reply.truncated,
             )
 
-    def _counter_reason(self, base: tuple[int, int] | None) -> str | None:
+    def _counter_reason(self, base: tuple[int, int] | None) -> KillReason | None:
         if base is None or self._counters is None:
             return None
         oom, refused = self._counters.snapshot()
@@ -225,7 +225,7 @@ class ResidentSandbox:
         obj, _ = self._await_reply(deadline, None)
         return obj
 
-    def _await_reply(self, deadline: float, base: tuple[int, int] | None) -> tuple[dict, str | None]:
+    def _await_reply(self, deadline: float, base: tuple[int, int] | None) -> tuple[dict, KillReason | None]:
         chan, decoder = self._chan, self._decoder
         assert chan is not None and decoder is not None
         host_reason = None
@@ -250,6 +250,14 @@ class ResidentSandbox:
                 if host_reason:
                     # A fork bomb or memory hog: stop the whole command now, not at its timeout.
                     chan.send(encode({"op": "kill", "reason": host_reason}))
+
+
+_REASONS: dict[str, KillReason] = {"timeout": "timeout", "memory": "memory", "pids": "pids", "output": "output"}
+
+
+def _kill_reason(said: str | None) -> KillReason | None:
+    """The helper's word for why it killed a command, as one of ours (anything else: none)."""
+    return _REASONS.get(said) if said else None
 
 
 def _argv(command: list[str] | str) -> list[str]:

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +58,7 @@ class Host:
 
 
 @contextmanager
-def planted(workspace: Path | None = None) -> Iterator[Host]:
+def planted(workspace: Path | None = None) -> Generator[Host]:
     canary = "assay-canary-" + secrets.token_hex(12)
     old = os.environ.get("ASSAY_SELFTEST_CANARY")
     os.environ["ASSAY_SELFTEST_CANARY"] = canary  # a sandbox must never inherit this

@@ -23,8 +23,8 @@ class ExecArgs(BaseModel):
     command: list[Annotated[str, Field(max_length=MAX_ARG_BYTES)]] = Field(
         ..., min_length=1, max_length=256, description="argv, e.g. ['python', 'test.py']"
     )
-    timeout_s: float = Field(30.0, gt=0, le=3600)
-    stdin: str | None = Field(None, max_length=1 << 20)
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    stdin: str | None = Field(default=None, max_length=1 << 20)
 
     @field_validator("command")
     @classmethod

@@ -158,7 +158,7 @@ def read_bytes(ws: Path, path: str, cap: int) -> tuple[bytes, int]:
 
 
 class ListArgs(_Args):
-    path: str = Field(".", max_length=1024, description="folder inside the workspace")
+    path: str = Field(default=".", max_length=1024, description="folder inside the workspace")
 
 
 class Entry(BaseModel):
@@ -199,13 +199,13 @@ def list_files(ctx: ToolContext, args: ListArgs) -> Listing:
                     return Listing(entries=entries, truncated=True)
         return Listing(entries=entries, truncated=False)
     finally:
-        walker.close()
+        walker.close()  # pyright: ignore[reportAttributeAccessIssue]  # os.fwalk is a generator; typeshed says Iterator
         os.close(fd)
 
 
 class ReadArgs(_Args):
     path: str = Field(..., max_length=1024)
-    max_bytes: int = Field(READ_CAP, ge=1, le=READ_CAP)
+    max_bytes: int = Field(default=READ_CAP, ge=1, le=READ_CAP)
 
 
 class FileText(BaseModel):
@@ -245,7 +245,7 @@ def write_file(ctx: ToolContext, args: WriteArgs) -> Written:
 class DiffArgs(_Args):
     a: str = Field(..., max_length=1024, description="a workspace file")
     b: str = Field(..., max_length=1024, description="another workspace file")
-    context: int = Field(3, ge=0, le=20)
+    context: int = Field(default=3, ge=0, le=20)
 
 
 class Diff(BaseModel):

@@ -42,7 +42,7 @@ def _timeout(ctx: ToolContext, default: float) -> float:
 # Tracing a task costs a torch import and an export in the sandbox; the MCP server lives for
 # the run, so each distinct task text is inspected once. Keyed by content, not by path: the
 # agent may not rewrite task.py (its manifest forbids it), but a changed file is a new key.
-_inspected: dict[tuple[str, str], object] = {}
+_inspected: dict[tuple[str, str], runner.TaskInfo] = {}
 
 
 def _task_bytes(ctx: ToolContext) -> bytes:
@@ -83,7 +83,7 @@ def read_task(ctx: ToolContext, args: NoArgs) -> TaskView:
 
 
 class CandidateArgs(_Args):
-    path: str = Field("candidate.py", max_length=256, pattern=r"^[A-Za-z0-9_./-]+\.py$")
+    path: str = Field(default="candidate.py", max_length=256, pattern=r"^[A-Za-z0-9_./-]+\.py$")
     source: str = Field(..., max_length=1 << 20)
 
 
@@ -109,7 +109,7 @@ def write_candidate(ctx: ToolContext, args: CandidateArgs) -> CandidateWritten:
 
 
 class BuildArgs(_Args):
-    path: str = Field("candidate.py", max_length=256)
+    path: str = Field(default="candidate.py", max_length=256)
 
 
 class BuildReport(BaseModel):
@@ -144,8 +144,8 @@ def build_candidate(ctx: ToolContext, args: BuildArgs) -> BuildReport:
 
 
 class BenchArgs(_Args):
-    path: str = Field("candidate.py", max_length=256)
-    reps: int = Field(15, ge=3, le=200)
+    path: str = Field(default="candidate.py", max_length=256)
+    reps: int = Field(default=15, ge=3, le=200)
     baselines: list[Literal["eager", "compile"]] = Field(default_factory=lambda: ["eager", "compile"])
 
 
@@ -185,7 +185,7 @@ def benchmark(ctx: ToolContext, args: BenchArgs) -> BenchReport:
 
 class TuneArgs(_Args):
     backend: Literal["cpp", "triton"] = "cpp"
-    budget_s: float = Field(40.0, gt=0, le=3600, description="stop starting new rounds after this long")
+    budget_s: float = Field(default=40.0, gt=0, le=3600, description="stop starting new rounds after this long")
 
 
 class TuneReport(BaseModel):

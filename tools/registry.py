@@ -129,9 +129,10 @@ class Registry:
         visible = {t.name: t for t in self.for_kind(kind)}
 
         def reporter(tc: ToolCall):
-            if progress is None:
+            report = progress
+            if report is None:
                 return None
-            return lambda done, total=None, message=None: anyio.from_thread.run(progress, tc, done, total, message)
+            return lambda done, total=None, message=None: anyio.from_thread.run(report, tc, done, total, message)
 
         async def call(tc: ToolCall) -> ToolOutcome:
             spec = visible.get(tc.name)

@@ -47,7 +47,7 @@ def build_server(session: Session) -> Server:
                 log.debug("progress notification dropped", exc_info=True)
 
         outcome = await session.call(name, params.arguments or {}, key=key, progress=progress)
-        content = [types.TextContent(type="text", text=outcome.text)]
+        content: list[types.ContentBlock] = [types.TextContent(type="text", text=outcome.text)]
         # An error carries its message as text only. Its structured fields (denied, rule,
         # approval_id) do not match the tool's output schema, and clients on the TypeScript
         # SDK (MCP Inspector, most IDEs) validate structuredContent even on errors: they

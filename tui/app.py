@@ -22,6 +22,7 @@ from typing import Any
 
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 
 from assay.errors import UserError
 from assay.ledger import Ledger, RunStatus, utcnow
@@ -152,8 +153,8 @@ class AssayApp(App[None]):
         self._last_error = text
         self.notify(text, title="error", severity="error", timeout=timeout, markup=False)
 
-    def say(self, text: str, *, severity: str = "information", timeout: float = 5) -> None:
-        self.notify(text, severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
+    def say(self, text: str, *, severity: SeverityLevel = "information", timeout: float = 5) -> None:
+        self.notify(text, severity=severity, timeout=timeout, markup=False)
 
     # --- driving runs -------------------------------------------------------------------------
 

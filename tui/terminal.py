@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 
 
 @contextmanager
-def children_log_to(log: Path) -> Iterator[Path | None]:
+def children_log_to(log: Path) -> Generator[Path | None]:
     """Yield the log path, or None when stderr is no terminal (tests, pipes: nothing to guard)."""
     if not os.isatty(2):
         yield None

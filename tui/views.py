@@ -50,10 +50,11 @@ def offset(s: float) -> str:
 def size(n: int | None) -> str:
     if n is None:
         return "-"
+    value = float(n)
     for unit in ("B", "kB", "MB"):
-        if n < 1000 or unit == "MB":
-            return f"{n}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1000
+        if value < 1000 or unit == "MB":
+            return f"{n}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1000
     return str(n)
 
 
@@ -213,10 +214,11 @@ def _rule(d: PolicyDecision | None, tc: ToolCall | None) -> str:
 
 
 def _call_event(key: str, d: PolicyDecision | None, tc: ToolCall | None, start: datetime, now: datetime) -> Event:
-    tool = (d.tool if d else tc.tool) if (d or tc) else "?"
+    tool = d.tool if d else tc.tool if tc else "?"
     decision = d.decision if d else (tc.decision if tc else "")
     rule = _rule(d, tc)
-    at = _since(start, d.created_at if d else (tc.started_at or tc.created_at)) or 0.0
+    when = d.created_at if d else (tc.started_at or tc.created_at) if tc else start
+    at = _since(start, when) or 0.0
     lines = [f"tool call {key}: {tool}", f"policy: {decision}" + (f" by rule {rule}" if rule else "")]
     if d is not None and d.reason:
         lines.append(f"reason: {d.reason}")

@@ -15,6 +15,7 @@ import platform
 import sys
 import time
 import traceback
+from typing import Any
 
 # Bound before any task or candidate code runs, so code under test cannot swap the clock
 # this harness reads (it can still patch `time`, but not these references).
@@ -104,7 +105,7 @@ def interpreted(candidate) -> bool:
     return getattr(candidate, "ASSAY_BACKEND", "cpp") == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def to_device(objs, device: str):
+def to_device(objs: list, device: str) -> list[Any]:
     import torch
 
     if device == "cpu":

@@ -201,7 +201,7 @@ def _stream_copy_fn():
         build_directory=build,
         is_python_module=False,
     )
-    fn = ctypes.CDLL(so).assay_stream_copy
+    fn = ctypes.CDLL(str(so)).assay_stream_copy  # is_python_module=False: load() returns the library's path
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
     return fn
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections import _count_elements
+from collections import _count_elements  # pyright: ignore[reportAttributeAccessIssue]  # Counter's C helper: counts without building a Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -207,7 +207,8 @@ def find_high_entropy(data: bytes, covered: list[tuple[int, int]] | None = None,
     out: list[Finding] = []
     search = re2bulk.live_cursor(_CANDIDATE, data)
     rest = _REST_OF_RUN._regexp.Match
-    starts = [lo for lo, _ in covered] if covered else None
+    covered = covered or []
+    starts = [lo for lo, _ in covered]
     n = len(data)
     pos = 0
     while pos < n:

@@ -68,9 +68,11 @@ def own_placeholders(redacted: bytes, redactor: Redactor) -> dict[bytes, bytes]:
     """The placeholders in `redacted` that this run's redactor issued, each with its value."""
     found: dict[bytes, bytes] = {}
     for m in PLACEHOLDER_RE.finditer(redacted):
-        value = redactor.value_of(m.group())
+        placeholder = m.group()
+        assert isinstance(placeholder, bytes)  # a bytes pattern over bytes
+        value = redactor.value_of(placeholder)
         if value is not None:
-            found[m.group()] = value
+            found[placeholder] = value
     return found
 
 

@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Literal, overload
 
 import numpy as np
 import re2
@@ -228,6 +229,14 @@ def library():
     return lib
 
 
+@overload
+def returned(fn, *args, as_list: Literal[True] = ...) -> list[int] | None: ...
+
+
+@overload
+def returned(fn, *args, as_list: Literal[False]) -> np.ndarray | None: ...
+
+
 def returned(fn, *args, as_list: bool = True) -> list[int] | np.ndarray | None:
     """`fn(*args, &size)`, a library function that returns a malloc'd int64 array and writes
     its length to its last argument: the array as a list (or a numpy copy), freed; None
@@ -240,7 +249,9 @@ def returned(fn, *args, as_list: bool = True) -> list[int] | np.ndarray | None:
         found = np.ctypeslib.as_array(out, shape=(max(size.value, 1),))[: size.value]
         return found.tolist() if as_list else found.copy()
     finally:
-        library().bulk_release(out)
+        lib = library()
+        assert lib is not None  # `out` came from it
+        lib.bulk_release(out)
 
 
 class Owned:
@@ -369,7 +380,7 @@ class Prefetched:
 
     __slots__ = ("data", "_passes", "stolen")
 
-    def __init__(self, data: bytes, passes: dict[int, tuple[object, Future]]):
+    def __init__(self, data: bytes, passes: dict[int, tuple[Any, Future]]):
         self.data, self._passes = data, passes
         self.stolen = 0  # passes run on the calling thread (for the tests and the bench)
 

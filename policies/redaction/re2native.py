@@ -26,9 +26,17 @@ def _ints(values) -> np.ndarray:
     return np.ascontiguousarray(values if len(values) else [0], dtype=np.int64)
 
 
-def _result(fn, *args, as_list: bool = True):
-    """`returned(fn, *args)`, which only a failed allocation makes NULL here."""
-    found = returned(fn, *args, as_list=as_list)
+def _result(fn, *args) -> list[int]:
+    """`returned(fn, *args)` as a list, which only a failed allocation makes NULL here."""
+    found = returned(fn, *args)
+    if found is None:
+        raise MemoryError(f"re2bulk.{fn.__name__} could not allocate its result")
+    return found
+
+
+def _result_array(fn, *args) -> np.ndarray:
+    """`_result` as a numpy array."""
+    found = returned(fn, *args, as_list=False)
     if found is None:
         raise MemoryError(f"re2bulk.{fn.__name__} could not allocate its result")
     return found
@@ -241,6 +249,6 @@ class Entropy(Owned):
     def candidates(self, data: bytes) -> np.ndarray:
         """The candidate regex's matches over `data`, as flat (start, end) pairs: a pass
         for the worker (`spans`), read by `find`."""
-        return _result(self._lib.entropy_candidates, self._handle, data, len(data), as_list=False)
+        return _result_array(self._lib.entropy_candidates, self._handle, data, len(data))
 
     spans = candidates

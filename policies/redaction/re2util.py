@@ -17,6 +17,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import re2
@@ -395,7 +396,7 @@ class _Parser:
             bits, non_ascii = _ASCII ^ bits, True
         return ("set", bits, non_ascii)
 
-    def _class_char(self):
+    def _class_char(self) -> Any:  # a code point, or an escape's ("set", bits, non_ascii)
         c = self.peek()
         if c == "\\":
             return self.escape({"i": False}, in_class=True)
@@ -412,6 +413,12 @@ class _Facts:
     max_newlines: int | None
     exact: frozenset | None  # every string (lower-cased) the node can match, when few
     locators: list | None  # [(literal, before, after, lines_before, lines_after)]
+
+
+def _max_known(values) -> int | None:
+    """The largest of `values`, or None when any is unknown (None)."""
+    known = list(values)
+    return None if any(v is None for v in known) else max(v for v in known if v is not None)
 
 
 def _add(a, b):
@@ -472,11 +479,12 @@ def _facts(node) -> _Facts:
         return _Facts(4 if non_ascii else 1, 1 if bits & _NEWLINE else 0, frozenset([only]) if only else None, None)
     if kind == "alt":
         parts = [_facts(child) for child in node[1]]
-        width = None if any(f.max_width is None for f in parts) else max(f.max_width for f in parts)
-        lines = None if any(f.max_newlines is None for f in parts) else max(f.max_newlines for f in parts)
+        width = _max_known(f.max_width for f in parts)
+        lines = _max_known(f.max_newlines for f in parts)
         exact = None
-        if all(f.exact is not None for f in parts):
-            union = frozenset().union(*(f.exact for f in parts))
+        each = [f.exact for f in parts]
+        if all(e is not None for e in each):
+            union = frozenset().union(*(e for e in each if e is not None))
             exact = union if len(union) <= _EXACT_MAX else None
         locators: list | None = []
         for f in parts:
@@ -493,14 +501,15 @@ def _facts(node) -> _Facts:
         if f.exact is not None and hi is not None and hi <= 8:
             strings: set = set()
             acc = {""}
+            too_many = False
             for k in range(hi + 1):
                 if k >= lo:
                     strings |= acc
                 acc = {a + b for a in acc for b in f.exact}
                 if len(acc) > _EXACT_MAX or len(strings) > _EXACT_MAX:
-                    strings = None
+                    too_many = True
                     break
-            exact = frozenset(strings) if strings is not None else None
+            exact = None if too_many else frozenset(strings)
         locators = None
         if lo >= 1:
             own = _own_locators(f)
@@ -514,11 +523,13 @@ def _facts(node) -> _Facts:
     if kind == "cat":
         parts = [_facts(child) for child in node[1]]
         n = len(parts)
-        pre_w, pre_l = [0], [0]
+        pre_w: list[int | None] = [0]
+        pre_l: list[int | None] = [0]
         for f in parts:
             pre_w.append(_add(pre_w[-1], f.max_width))
             pre_l.append(_add(pre_l[-1], f.max_newlines))
-        suf_w, suf_l = [0] * (n + 1), [0] * (n + 1)
+        suf_w: list[int | None] = [0] * (n + 1)
+        suf_l: list[int | None] = [0] * (n + 1)
         for i in range(n - 1, -1, -1):
             suf_w[i] = _add(suf_w[i + 1], parts[i].max_width)
             suf_l[i] = _add(suf_l[i + 1], parts[i].max_newlines)
@@ -531,8 +542,8 @@ def _facts(node) -> _Facts:
                 continue
             # Adjacent parts with known strings make longer literals: \bA3- gives "a3-".
             j, acc = i, frozenset([""])
-            while j < n and parts[j].exact is not None:
-                joined = frozenset(a + b for a in acc for b in parts[j].exact)
+            while j < n and (ex := parts[j].exact) is not None:
+                joined = frozenset(a + b for a in acc for b in ex)
                 if len(joined) > _EXACT_MAX:
                     break
                 acc, j = joined, j + 1
@@ -663,7 +674,7 @@ def core(pattern: str) -> Core | None:
     tree = parser.parse()
     if tree[0] != "cat" or len(parser.top) != len(tree[1]):
         return None
-    items = tree[1]
+    items: list[Any] = tree[1]
     # The first item whose every match is exact (a literal): where the core starts.
     j = next((i for i, item in enumerate(items) if (exact := _facts(item).exact) and all(exact)), None)
     if j is None:
@@ -689,7 +700,9 @@ def core(pattern: str) -> Core | None:
     if lazy and not first[1][2]:
         chars = bytes(i for i in range(128) if first[1][1] >> i & 1)
     lazy = lazy and bool(chars)
-    return Core(("(?" + on + ")" if on else "") + pattern[start:], sum(f.max_width for f in prefix), reach, lazy, chars)
+    return Core(
+        ("(?" + on + ")" if on else "") + pattern[start:], sum(f.max_width or 0 for f in prefix), reach, lazy, chars
+    )
 
 
 def _requirements(node) -> list[frozenset]:
@@ -706,8 +719,8 @@ def _requirements(node) -> list[frozenset]:
                 i += 1
                 continue
             j, acc = i, frozenset([""])
-            while j < len(parts) and parts[j].exact is not None:
-                joined = frozenset(a + b for a in acc for b in parts[j].exact)
+            while j < len(parts) and (ex := parts[j].exact) is not None:
+                joined = frozenset(a + b for a in acc for b in ex)
                 if len(joined) > _EXACT_MAX:
                     break
                 acc, j = joined, j + 1

@@ -121,6 +121,13 @@ def _windows(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]
     return list(zip(lo[first].tolist(), hi[last].tolist(), strict=False))
 
 
+def _group(m: Any, n: int = 0) -> bytes:
+    """A bytes match's group n (google-re2 types every group loosely)."""
+    g = m.group(n)
+    assert isinstance(g, bytes)
+    return g
+
+
 @lru_cache(maxsize=1)
 def default_rules() -> RuleSet:
     """The vendored gitleaks rules, parsed and compiled once per process (they are immutable)."""
@@ -188,7 +195,7 @@ class Redactor:
         label = kind or f"keyfile-{p.name}"
         count = 0
         for m in _PEM_BODY.finditer(data):
-            body = b"".join(m.group(1).split())
+            body = b"".join(_group(m, 1).split())
             if self.add_secret(body, label):
                 count += 1
         if self.add_secret(data, label):
@@ -304,7 +311,7 @@ class Redactor:
         self,
         data: bytes,
         windows: list[tuple[int, int]],
-        placed: list[tuple[int, int]] = (),
+        placed: list[tuple[int, int]] | tuple[()] = (),
         engine: Engine | None = None,
     ) -> list[tuple[int, int, str, str]]:
         """Findings inside `windows` only, from one scan of the windows joined by a NUL line
@@ -429,7 +436,7 @@ class Redactor:
         pos = 0
         n = 0
         for m in PLACEHOLDER_RE.finditer(data):
-            value = self._vault.value_of(m.group())
+            value = self._vault.value_of(_group(m))
             if value is None:
                 continue
             s, e = m.span()

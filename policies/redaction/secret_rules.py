@@ -116,7 +116,7 @@ class Allowlist:
 @dataclass
 class Rule:
     id: str
-    regex: object  # re2._Regexp (bytes pattern)
+    regex: re2._Regexp  # bytes pattern
     keywords: tuple[bytes, ...]
     entropy: float
     allowlists: list[Allowlist]
@@ -133,12 +133,12 @@ class Rule:
     needs: tuple = ()
     # For a whole-text rule whose regex starts with a wide prefix before its first literal:
     # the rest (re2util.core), compiled capture-free, to find where matches can be.
-    core: object = None
+    core: re2._Regexp | None = None
     core_before: int = 0
     core_reach: tuple = (0, None)
     # When the prefix is one lazy class repeat with no group: the core with its groups,
     # and the class's bytes (RuleSet._core_matches).
-    groups: object = None
+    groups: re2._Regexp | None = None
     prefix_bytes: bytes = b""
 
 
@@ -257,8 +257,8 @@ class RuleSet:
         self._located_by = {lit: {e[0] for e in es} for lit, es in own.items()}
         self._entries = {lit: [e for other, es in own.items() if lit.startswith(other) for e in es] for lit in own}
         self._prefixes = {lit: [other for other in own if lit.startswith(other)] for lit in own}
-        self._alternations: dict[frozenset, object] = {}  # literals left out -> the alternation of the rest
-        self._native: list = []  # [re2native.Located or None], once asked for
+        self._alternations: dict[frozenset, re2._Regexp | None] = {}  # literals left out -> the alternation of the rest
+        self._native: list[re2native.Located | None] = []  # once asked for
 
     def native(self) -> re2native.Located | None:
         """The rules built into re2bulk's library (None without it, or if the system RE2
@@ -295,7 +295,7 @@ class RuleSet:
             native.judge(i, rule.entropy, rule.id.startswith("generic"), bool(together), subjects)
         return native.ready()
 
-    def _alternation(self, left_out: frozenset):
+    def _alternation(self, left_out: frozenset) -> re2._Regexp | None:
         found = self._alternations.get(left_out)
         if found is None:
             ordered = sorted((lit for lit in self._entries if lit not in left_out), key=lambda b: (-len(b), b))
@@ -350,7 +350,7 @@ class RuleSet:
         findings: list[Finding] = []
         native = self.native() if re2bulk.takes(data) else None
         found = native.scan(data, lowered) if native is not None else None
-        if found is not None:
+        if native is not None and found is not None:
             ids, crowded, records = found
             present = {native.literals[i] for i in ids}
             crowded = set(crowded)
@@ -378,6 +378,7 @@ class RuleSet:
             if walk is not None:
                 # Run ahead on the worker when it was started; else here, natively.
                 flat = prefetched.spans(walk) if prefetched is not None else None
+                assert native is not None  # walks are queued only where the library runs
                 self._take(flat if flat is not None else native.walk(data, i), data, findings)
                 continue
             if rule.groups is not None:
@@ -471,6 +472,7 @@ class RuleSet:
         the start of a match the pass reports, or lies inside one (the pass does not report
         overlapping matches), so it is at most that match's end: the window from the start
         minus `before` to the reach from the end holds the rule match."""
+        assert rule.core is not None  # only rules with a core come here
         search = rule.core._regexp.Match
         before, (fixed, hop) = rule.core_before, rule.core_reach
         lines = Lines.of(data)
@@ -534,6 +536,7 @@ class RuleSet:
         position, that the bytes before c stay in the class. The lazy prefix stops at the
         first core match, so the rest of the match is the core's own match at c, groups and
         all, and the next search starts where it ends, as the core's own next search does."""
+        assert rule.groups is not None  # only walked rules come here
         search = rule.groups._regexp.Match
         before, chars = rule.core_before, rule.prefix_bytes
         n = len(data)
@@ -662,14 +665,14 @@ def _set(patterns: list):
 
 def _merged(windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
     windows.sort()
-    out = [list(windows[0])]
+    out = [windows[0]]
     for lo, hi in windows[1:]:
         last = out[-1]
         if lo <= last[1]:
             if hi > last[1]:
-                last[1] = hi
+                out[-1] = (last[0], hi)
         else:
-            out.append([lo, hi])
+            out.append((lo, hi))
     return out
 
 
@@ -691,7 +694,7 @@ def _found(regex, data: bytes) -> bool:
     return regex._regexp.Match(_UNANCHORED, data, 0, len(data))[0][0] != -1
 
 
-def _alternation(words: list[bytes]):
+def _alternation(words: list[bytes]) -> re2._Regexp | None:
     """One RE2 pass over a secret instead of a Python loop over ~1,400 stopwords."""
     if not words:
         return None

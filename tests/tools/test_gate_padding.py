@@ -150,7 +150,7 @@ def test_policies_that_would_hang_or_silently_not_pad_are_refused(bad):
 
 class Msg(pydantic.BaseModel):
     text: str
-    meta: dict | None = pydantic.Field(None, alias="_meta")
+    meta: dict | None = pydantic.Field(default=None, alias="_meta")
 
 
 @settings(max_examples=200, deadline=None)

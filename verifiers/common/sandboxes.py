@@ -13,7 +13,7 @@ import fcntl
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -56,7 +56,7 @@ def harness_in(kind: str) -> str:
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Generator[None]:
     """Serialise builds of the same cache entry across verifier processes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:

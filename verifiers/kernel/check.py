@@ -26,6 +26,7 @@ Progress = Callable[[str, float], None]
 
 
 def _candidate_binds(ref: ReferenceRun, work: Path) -> dict[str, Path]:
+    assert ref.opwatch_dir is not None  # prepare_reference waits for the op recorder's build
     return {
         **rt.harness_binds(),
         rt.IN_CANDIDATE: work / "candidate",
@@ -40,6 +41,7 @@ def _candidate_env() -> dict[str, str]:
 
 
 def _opwatch_path(ref: ReferenceRun) -> str:
+    assert ref.opwatch_dir is not None  # prepare_reference waits for the op recorder's build
     so = next(ref.opwatch_dir.glob("assay_opwatch_*.so"))
     return f"{rt.IN_OPWATCH}/{so.name}"
 
@@ -107,7 +109,8 @@ def _check_run(
     _judge_settle(ref, checks, log)
     if not finished:
         return False
-    report = result.get("report") if isinstance(result.get("report"), dict) else {}
+    said = result.get("report") if result is not None else None
+    report = said if isinstance(said, dict) else {}
     _judge_check(ref, checks, metrics, ws, report, log)
     return True
 

@@ -214,7 +214,8 @@ def judge_lifecycle(checks: Checks, result: dict | None, res, stage: str) -> boo
         )
         return False
     if why == "error":
-        err = result.get("error") if isinstance(result.get("error"), dict) else {}
+        said = result.get("error") if result is not None else None
+        err = said if isinstance(said, dict) else {}
         kind, where, text = err.get("kind"), str(err.get("phase", phase)), str(err.get("detail", ""))[-1500:]
         if kind == "exit":
             checks.fail("no_early_exit", f"the candidate exited early during {where}: {text}")

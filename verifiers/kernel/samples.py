@@ -88,7 +88,7 @@ def classify(samples: list) -> tuple[dict[str, int], dict[tuple[str, str], int],
     """The worker's [file, offset, count] entries as (counts per class, counts per (class, file
     name), malformed entries, torch libraries whose symbols could not be read: their samples
     count as torch's, in doubt)."""
-    classes = dict.fromkeys(CLASSES, 0)
+    classes: dict[str, int] = dict.fromkeys(CLASSES, 0)
     files: dict[tuple[str, str], int] = {}
     malformed, unresolved = [], set()
     for entry in samples:

@@ -504,8 +504,7 @@ class Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and SENSITIVE_PATHS.search(node.value):
-            m = SENSITIVE_PATHS.search(node.value)
+        if isinstance(node.value, str) and (m := SENSITIVE_PATHS.search(node.value)):
             self.add(
                 "source_no_system_access",
                 node,
@@ -566,7 +565,7 @@ class Scanner(ast.NodeVisitor):
         self.generic_visit(node)
         self.class_stack.pop()
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         # Only ModelNew's own method: not a def __init__ nested in it, nor one in a class inside it.
         exempt = node.name == "__init__" and self.class_stack == ["ModelNew"] and not self.func_depth
         for deco in node.decorator_list:
@@ -582,7 +581,7 @@ class Scanner(ast.NodeVisitor):
         self.func_depth -= 1
         self.exempt_depth = saved
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.visit(node.args)

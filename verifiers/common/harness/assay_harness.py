@@ -52,12 +52,13 @@ def load_entry(path: str, name: str, overrides: dict | None = None) -> types.Mod
         source = f.read()
     tree = ast.parse(source, filename=path)
     for node in tree.body:
-        target = None
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             target = node.targets[0].id
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             target = node.target.id
-        if target and overrides and target in overrides:
+        else:
+            continue
+        if overrides and target in overrides and node.value is not None:
             node.value = ast.copy_location(ast.Constant(int(overrides[target])), node.value)
     module = types.ModuleType(name)
     module.__file__ = path

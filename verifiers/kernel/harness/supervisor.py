@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 TICK = os.sysconf("SC_CLK_TCK")
 POLL_S = 0.02
@@ -294,7 +295,7 @@ class AuditLine:
         self.answers: list[int] = []
         self.calls: int | None = None
         self.reported = 0
-        self.read_outs: dict[int, tuple[list, list] | str] = {}  # call -> what its report led to
+        self.read_outs: dict[int, tuple[list, Any] | str] = {}  # call -> what its report led to
         self.read_ms: list[list[float]] = []
         self.held_s = 0.0
         self.scratch = [bytearray(cap)]  # zero-filled: every page written now (one per read of a round)
@@ -515,6 +516,8 @@ class Worker:
             close_fds=True,
         )
         os.close(write_fd)
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr  # all three are pipes
+        self.stdin, self.stdout, self.stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
         self.pid = self.proc.pid
         if audit is not None:
             audit.attach(self.pid)
@@ -522,7 +525,7 @@ class Worker:
         self.stop_all = lambda: stop_and_wait({self.pid})
         self.resume_all = lambda: resume({self.pid})
         self.buf = b""
-        self.out = {self.proc.stdout.fileno(): bytearray(), self.proc.stderr.fileno(): bytearray()}
+        self.out = {self.stdout.fileno(): bytearray(), self.stderr.fileno(): bytearray()}
         self.open = set(self.out) | {self.events}
         self.output_total = 0
         self.audit_closed = False
@@ -530,13 +533,13 @@ class Worker:
 
     def send(self, obj: dict) -> None:
         try:
-            self.proc.stdin.write((json.dumps(obj) + "\n").encode())
-            self.proc.stdin.flush()
+            self.stdin.write((json.dumps(obj) + "\n").encode())
+            self.stdin.flush()
         except (BrokenPipeError, OSError):
             pass
 
     def tail(self, which: str, n: int = 4000) -> str:
-        fd = (self.proc.stdout if which == "stdout" else self.proc.stderr).fileno()
+        fd = (self.stdout if which == "stdout" else self.stderr).fileno()
         return bytes(self.out[fd][-n:]).decode(errors="replace")
 
     def status(self) -> dict | None:
@@ -643,7 +646,7 @@ class Supervisor:
         audit = [w.audit.line] if w.audit is not None and not w.audit_closed else []
         ready, _, _ = select.select(list(w.open) + audit, [], [], max(0.0, timeout))
         for fd in ready:
-            if audit and fd == audit[0]:
+            if audit and fd == audit[0] and w.audit is not None:
                 if not w.audit.answer(w.stop_all, w.resume_all):
                     w.audit_closed = True
                 continue
@@ -995,6 +998,7 @@ class Supervisor:
                     lim["forward_timeout_s"],
                 )
             w = worker_for(s)
+            assert w.audit is not None  # timing workers are made with their audit line
             # The worker reports each call's output; the audited ones' are read from its memory.
             w.audit.start_round(n, audited, answers)
             faults0, cpu0 = faults_of(s), cpu_of(s)
@@ -1107,6 +1111,7 @@ class Supervisor:
         result["report"] = fin.get("report")
         self.kill_untrusted()
         result["audit_saved"], result["audit_layout"] = save_audits(plan["audit_candidate"], reads)
+        assert ref.audit is not None and cand.audit is not None  # timing workers have audit lines
         result["audit_read_ms"] = {"reference": ref.audit.read_ms, "candidate": cand.audit.read_ms}
         worker_for("eager")
         ref.send(

@@ -330,15 +330,15 @@ class OpWatch:
         it off and on again inside forward; this sees it. The harness itself never calls it."""
         import torch
 
-        original = torch._C._autograd._enable_record_function
+        original = torch._C._autograd._enable_record_function  # pyright: ignore[reportAttributeAccessIssue]  # the private switch the recorder guards
 
         def switch(enable: bool) -> None:
             if not enable:
                 self.record_switched_off += 1
             return original(enable)
 
-        torch._C._autograd._enable_record_function = switch
-        torch.autograd._enable_record_function = switch
+        torch._C._autograd._enable_record_function = switch  # pyright: ignore[reportAttributeAccessIssue]  # the private switch the recorder guards
+        torch.autograd._enable_record_function = switch  # pyright: ignore[reportPrivateImportUsage]  # torch re-exports it, unlisted
 
     def arm(self) -> None:
         self.switched += 1
@@ -413,7 +413,7 @@ class CtypesWatch:
             class _FuncPtr(base):  # every function made from this library, dropped or not
                 _flags_, _restype_ = base._flags_, base._restype_
 
-                def __init__(func, *args):
+                def __init__(func, *args):  # noqa: N805  # pyright: ignore[reportSelfClsParameterName]  # `func`: the function pointer being made (the enclosing method names its own self `watch`)
                     what = args[0] if args else None
                     watch._saw(func, what[0] if isinstance(what, tuple) and what else "?")
 
@@ -424,7 +424,7 @@ class CtypesWatch:
             watch._saw(func, name_or_ordinal)
             return func
 
-        ctypes.CDLL.__init__, ctypes.CDLL.__getitem__ = __init__, __getitem__
+        ctypes.CDLL.__init__, ctypes.CDLL.__getitem__ = __init__, __getitem__  # pyright: ignore[reportAttributeAccessIssue]  # the watch wraps ctypes' loader on purpose
 
     def _opened(self, dll) -> None:
         """The file dlopen gave this CDLL, from the dynamic linker's own record (a name like
@@ -449,7 +449,7 @@ class CtypesWatch:
         import gc
 
         # type(), not isinstance: isinstance reads __class__, which a candidate's object may compute.
-        kind = self._ctypes._CFuncPtr
+        kind = self._ctypes._CFuncPtr  # pyright: ignore[reportAttributeAccessIssue]  # ctypes' function-pointer base, private but stable since 2.5
         return [obj for obj in gc.get_objects() if issubclass(type(obj), kind)]
 
     def _saw(self, func, name) -> None:
@@ -703,7 +703,7 @@ class Integrity:
             self.watch[f"torch.nn.Module.{name}"] = (torch.nn.Module, name)
         # OpWatch's counting wrapper of RecordFunction's switch (put back would count no more).
         self.watch["torch.autograd._enable_record_function"] = (torch.autograd, "_enable_record_function")
-        self.watch["torch._C._autograd._enable_record_function"] = (torch._C._autograd, "_enable_record_function")
+        self.watch["torch._C._autograd._enable_record_function"] = (torch._C._autograd, "_enable_record_function")  # pyright: ignore[reportAttributeAccessIssue]  # watched for tampering
         for name in ("write", "read", "_exit", "replace"):
             self.watch[f"os.{name}"] = (os, name)
         self.watch["json.dumps"] = (json, "dumps")
@@ -999,12 +999,15 @@ class Perturb:
     def apply(self, idx, view=None):
         """Change the elements at `idx` of the target (or of `view`, another's bits_of)."""
         view = self.view if view is None else view
+        assert view is not None  # set whenever a target was chosen; no target, no perturbation
         saved = view[idx]
         view[idx] = saved + self.step
         return saved
 
     def restore(self, idx, saved, view=None) -> None:
-        (self.view if view is None else view)[idx] = saved
+        view = self.view if view is None else view
+        assert view is not None  # as in apply
+        view[idx] = saved
 
     def around(self, fn, args, idx, view=None):
         """fn(*args) with the elements at `idx` changed for the call and put back after it: a
@@ -1197,6 +1200,7 @@ class FreshInputs:
     def _fill(self, out, seed: int, j: int):
         import torch
 
+        assert self.target is not None  # fresh inputs are made only for a task with a float input
         base = self.args[self.target]
         at = self._offset(seed, j)
         return torch.mul(base, self.factors[at : at + base.numel()].view(base.shape), out=out)
@@ -1241,7 +1245,11 @@ def timed_fresh_round(fn, sets: list[list], first: int, line: AuditLine, fresh: 
         j, salt = answer % FRESH_SLOTS, answer // FRESH_SLOTS
         if not j < len(sets):
             _exit(5)
-        out = fn(*sets[j]) if change is None else change.around(fn, sets[j], change.indices(salt, j), fresh.bits[j])
+        out = (
+            fn(*sets[j])
+            if change is None or fresh is None
+            else change.around(fn, sets[j], change.indices(salt, j), fresh.bits[j])
+        )
         answer = line.report(out)
 
 
