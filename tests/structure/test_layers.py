@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ROOMS = ("agents", "tools", "sandbox", "policies", "verifiers", "kernels", "tui", "ledger", "cli", "reports")
 
-# room -> rooms it may import (besides itself and the shared `assay` core: settings, errors).
+# room -> rooms it may import (besides itself and the shared `assay` core: settings, errors, runspec, typed).
 ALLOWED = {
     "sandbox": set(),
     "policies": set(),
