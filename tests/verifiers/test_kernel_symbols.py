@@ -23,6 +23,25 @@ def test_allocation_ops_map_to_their_ops_structs():
     assert "softmax_int" not in ok and "_softmax" not in ok and "copy_" not in ok
 
 
+def test_what_the_cpp_frontends_factories_import_is_clean():
+    # torch::empty_like, as KernelBench candidates allocate, with TORCH_CHECK and data_ptr<float>:
+    # the torch and c10 imports nm listed for such a load_inline library built here.
+    listing = nm(
+        "at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>, std::optional<c10::Layout>, "
+        "std::optional<c10::Device>, std::optional<bool>, std::optional<c10::MemoryFormat>)",
+        "c10::TensorImpl::set_autograd_meta(std::unique_ptr<c10::AutogradMetaInterface, "
+        "std::default_delete<c10::AutogradMetaInterface> >)",
+        "c10::impl::getGlobalPyInterpreter()",
+        "c10::impl::ExcludeDispatchKeyGuard::ExcludeDispatchKeyGuard(c10::DispatchKeySet)",
+        "c10::impl::ExcludeDispatchKeyGuard::~ExcludeDispatchKeyGuard()",
+        "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)",
+        "float* at::TensorBase::data_ptr<float>() const",
+        "c10::SymBool::guard_bool(char const*, long) const",
+        "vtable for torch::autograd::AutogradMeta",
+    )
+    assert judge_symbols(listing, CRITERIA) == []
+
+
 def test_an_honest_extension_is_clean():
     listing = nm(
         "at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>, std::optional<c10::Layout>, "
@@ -45,7 +64,9 @@ def test_an_honest_extension_is_clean():
         ("at::native::softmax_cpu(at::Tensor const&, long, bool)", "directly"),
         ("at::cpu::_softmax(at::Tensor const&, long, bool)", "directly"),
         ("at::clearCallbacks()", "recording"),
-        ("c10::impl::ExcludeDispatchKeyGuard::ExcludeDispatchKeyGuard(c10::DispatchKeySet)", "dispatcher"),
+        ("c10::impl::IncludeDispatchKeyGuard::IncludeDispatchKeyGuard(c10::DispatchKeySet)", "dispatcher"),
+        ("c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey, bool)", "dispatcher"),
+        ("c10::impl::_force_tls_local_dispatch_key_set(c10::impl::PODLocalDispatchKeySet)", "dispatcher"),
         ("dlsym@GLIBC_2.34", "dlsym"),
         ("dl_iterate_phdr@GLIBC_2.2.5", "walks the loaded libraries"),
         ("dladdr@GLIBC_2.34", "maps addresses"),

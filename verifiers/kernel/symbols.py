@@ -33,9 +33,16 @@ DIRECT = re.compile(
 RECORDER = re.compile(
     r"\b(at::(addGlobalCallback|addThreadLocalCallback|removeCallback|clearCallbacks|"
     r"clearGlobalCallbacks|clearThreadLocalCallbacks|enableRecordFunction|RecordFunctionGuard|"
-    r"DisableRecordFunctionGuard)|c10::impl::tls_set_dispatch_key_\w+|"
-    r"c10::impl::ExcludeDispatchKeyGuard|c10::Dispatcher\b|torch::jit::)"
+    r"DisableRecordFunctionGuard)|c10::impl::tls_set_dispatch_key_\w+|c10::impl::_force_tls\w*|"
+    r"c10::impl::IncludeDispatchKeyGuard|c10::impl::ExcludeDispatchKeyGuard::(?!~?ExcludeDispatchKeyGuard\()|"
+    r"c10::Dispatcher\b|torch::jit::)"
 )
+# ExcludeDispatchKeyGuard's constructor and destructor are allowed: torch::empty, torch::zeros
+# and the other C++ frontend factories take that guard (AutoDispatchBelowADInplaceOrView) inline,
+# so an honest load_inline candidate imports it without naming it. It only narrows which kernel
+# an op dispatches to, and every op the library can call is on the allocation list (at::_ops
+# above), so it reaches no compute. Naming it, or any dispatch key, in the source is still refused
+# (scan.CPP_DYNAMIC); including keys (the Python key, say) or setting the key sets by hand is not.
 LIBC = {
     "dlopen": "loads libraries at run time",
     "dlmopen": "loads libraries at run time",

@@ -15,7 +15,7 @@ _SOURCE = r"""
 
 torch::Tensor softmax_rows(torch::Tensor x) {
     TORCH_CHECK(x.dtype() == torch::kFloat32 && x.is_contiguous() && x.dim() >= 1, "contiguous float32 input");
-    auto out = at::empty_like(x);
+    auto out = torch::empty_like(x);  // the C++ frontend's factory, as most load_inline kernels allocate
     const int64_t cols = x.size(-1);
     const int64_t rows = cols ? x.numel() / cols : 0;
     const float* src = x.data_ptr<float>();
