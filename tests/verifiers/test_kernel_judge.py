@@ -10,7 +10,16 @@ import torch
 
 from assay.errors import UserError
 from assay.verifiers.kernel.criteria import load_criteria
-from assay.verifiers.kernel.judge import Checks, compare, cpu_share, inconclusive, read_inside, scaling, unwritten
+from assay.verifiers.kernel.judge import (
+    Checks,
+    compare,
+    cpu_share,
+    inconclusive,
+    judge_roofline,
+    read_inside,
+    scaling,
+    unwritten,
+)
 from assay.verifiers.kernel.reference import _check_order, inspect_task, shape_variants
 
 CRITERIA = load_criteria("kernel-test")
@@ -185,6 +194,55 @@ def test_cpu_share_unknown_without_a_thread_count_or_rounds():
         assert cpu_share(log, threads) is None
     assert cpu_share([], 2) is None
     assert cpu_share([{"subject": "eager", "round": 0, "cpu_s": 0.1, "wall_s": 0}], 2) is None
+
+
+def test_only_load_decided_failures_are_inconclusive():
+    roof = [{"name": "correctness", "passed": True}, {"name": "roofline", "passed": False}]
+    assert inconclusive(roof, {"timing_contended": True})
+    assert inconclusive(roof, {"timing_contended": False, "roofline_unsettled": "the copy's own rounds ranged 2x"})
+    assert not inconclusive(roof, {"timing_contended": False, "roofline_unsettled": None})
+    both = roof + [{"name": "speed", "passed": False}]
+    assert inconclusive(both, {"timing_contended": True})
+    # An unsteady copy says nothing about the speed figure, which has its own contention test.
+    assert not inconclusive(both, {"timing_contended": False, "roofline_unsettled": "ranged 2x"})
+    assert not inconclusive(roof + [{"name": "no_replay", "passed": False}], {"timing_contended": True})
+    assert not inconclusive([], {"timing_contended": True})
+
+
+MB = 2 * 1024 * 1024
+COPY = [1e-3, 1.02e-3, 0.99e-3, 1.05e-3]  # seconds per copy of MB bytes: a steady baseline
+
+
+def test_an_honest_kernel_at_copy_speed_passes_the_roofline():
+    r = judge_roofline(1.0e-3, "warm", COPY, MB, MB, 1.5, None)
+    assert r.passed and r.unsettled is None and r.copy_best_s == pytest.approx(0.99e-3)
+
+
+def test_a_kernel_that_skips_the_work_fails_the_roofline_on_a_quiet_machine():
+    r = judge_roofline(1e-5, "fresh", COPY, MB, MB, 1.5, None)
+    assert not r.passed and r.unsettled is None
+    assert "fresh rounds" in r.detail and "faster than copying" in r.detail and "inconclusive" not in r.detail
+
+
+def test_the_bound_is_the_fastest_copy_round():
+    # A neighbour slowed most copy rounds 3x: the median would call an honest kernel a cheat.
+    slowed = [3e-3, 3.1e-3, 2.9e-3, 1e-3]
+    r = judge_roofline(1.2e-3, "warm", slowed, MB, MB, 1.5, None)
+    assert r.passed, r.detail
+
+
+def test_a_roofline_failure_on_a_busy_machine_or_an_unsteady_copy_is_inconclusive():
+    busy = "the reference got 52% of the 2 CPUs it ran on, need 80%"
+    r = judge_roofline(0.5e-3, "warm", COPY, MB, MB, 1.5, busy)
+    assert not r.passed and r.unsettled == busy and "inconclusive" in r.detail and "52%" in r.detail
+    bursty = [1e-3, 4e-3, 2e-3]
+    r = judge_roofline(0.5e-3, "warm", bursty, MB, MB, 1.5, None)
+    assert not r.passed and "ranged 4.00x" in (r.unsettled or "") and "inconclusive" in r.detail
+    assert inconclusive([{"name": "roofline", "passed": r.passed}], {"roofline_unsettled": r.unsettled})
+
+
+def test_no_copy_rounds_no_roofline_failure():
+    assert judge_roofline(1e-6, "warm", [], MB, MB, 1.5, None).passed
 
 
 def test_only_a_speed_failure_under_contention_is_inconclusive():

@@ -9,6 +9,7 @@ functions the candidate never shared a process with.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from dataclasses import dataclass, field
@@ -262,15 +263,75 @@ TRUSTED_SUBJECTS = ("eager", "compiled", "copy")
 
 
 def inconclusive(checks: list, metrics: dict) -> bool:
-    """Whether a failed verdict failed only on speed, measured on a machine too busy to time it
-    (`timing_contended`): a release pipeline retries that on a quieter machine (exit code 3)
-    instead of taking it for a slow kernel. Checks as dicts or as Check objects."""
+    """Whether a failed verdict failed only on figures the machine's load decided: speed measured
+    on a machine too busy to time it (`timing_contended`), or the roofline against a copy
+    baseline the load made unsteady (`roofline_unsettled`). A release pipeline retries that on a
+    quieter machine (exit code 3) instead of taking it for a slow kernel or a cheat. Checks as
+    dicts or as Check objects."""
+    m = metrics or {}
     failed = {
         (c.get("name") if isinstance(c, dict) else c.name)
         for c in checks
         if not (c.get("passed") if isinstance(c, dict) else c.passed)
     }
-    return failed == {"speed"} and (metrics or {}).get("timing_contended") is True
+    load_decided = set()
+    if m.get("timing_contended") is True:
+        load_decided |= {"speed", "roofline"}
+    if isinstance(m.get("roofline_unsettled"), str) and m["roofline_unsettled"]:
+        load_decided.add("roofline")
+    return bool(failed) and failed <= load_decided
+
+
+@dataclass(frozen=True)
+class RooflineJudgement:
+    passed: bool
+    detail: str
+    # Why the figure cannot be trusted when it fails (the load, measured); None when it can.
+    unsettled: str | None
+    copy_best_s: float
+    copy_spread: float
+
+
+def judge_roofline(
+    t_fast: float,
+    where: str,
+    copy_per_iter: list[float],
+    min_bytes: int,
+    copy_bytes: int,
+    slack: float,
+    busy: str | None,
+) -> RooflineJudgement:
+    """A candidate may not beat a copy of the task's bytes by more than `slack`. The bound is the
+    copy's fastest round, not its median: a cheat that skips the work is many times faster than
+    any copy, while an honest kernel at copy speed can beat a copy round a neighbour slowed. A
+    failure is load-decided (inconclusive, never FAIL) when the machine was busy (`busy`, the
+    measured contention) or the copy's own rounds spread wider than the slack: then the baseline
+    says more about the neighbours than about the bytes."""
+    per = sorted(t for t in copy_per_iter if t > 0 and math.isfinite(t))
+    scale = min_bytes / max(copy_bytes, 1)
+    best = per[0] * scale if per else float("nan")
+    spread = per[-1] / per[0] if per else float("nan")
+    bound = best / slack
+    gbs = min_bytes / best / 1e9 if best > 0 else float("nan")
+    if not t_fast < bound:  # NaN (no copy rounds): nothing to judge against, no failure
+        return RooflineJudgement(
+            True, f"{min_bytes / t_fast / 1e9:.3f} GB/s of {gbs:.3f} GB/s copy bandwidth", None, best, spread
+        )
+    detail = (
+        f"{t_fast * 1e3:.3f} ms per call ({where} rounds) is faster than copying the task's {min_bytes} bytes "
+        f"({best * 1e3:.3f} ms at {gbs:.3f} GB/s, the fastest copy round) allows, even with slack {slack}"
+    )
+    why = []
+    if busy:
+        why.append(busy)
+    if spread > slack:
+        why.append(f"the copy's own rounds ranged {spread:.2f}x from fastest to slowest, more than the slack")
+    unsettled = "; ".join(why) or None
+    if unsettled:
+        detail += (
+            f"; inconclusive: the copy baseline was unsteady ({unsettled}): verify again when the machine is quieter"
+        )
+    return RooflineJudgement(False, detail, unsettled, best, spread)
 
 
 def cpu_share(log: list[dict], threads) -> float | None:
