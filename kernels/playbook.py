@@ -59,9 +59,10 @@ class NoTemplate:
 def plan(info: TaskInfo, backend: str = "cpp") -> list[Plan] | NoTemplate:
     if backend not in BACKENDS:
         return NoTemplate(f"unknown kernel backend {backend!r} (known: {', '.join(BACKENDS)})")
-    if info.init_recipe.get("steps") is not None and info.params and not info.init_recipe.get("replays"):
+    if info.params and not info.init_recipe.get("replays") and "body" not in info.own_init:
         return NoTemplate(
-            "the reference's parameter initialisation could not be reproduced, "
+            "the reference's parameter initialisation could not be reproduced, and its constructor "
+            f"cannot be repeated ({info.own_init.get('why', 'no reason given')}), "
             "so a candidate could not match its weights"
         )
     if any(p.get("parameter") is False for p in info.params):

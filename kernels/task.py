@@ -18,6 +18,10 @@ class TaskInfo:
     init_recipe: dict
     device: dict
     torch: str = ""
+    # Each constructor parameter's name, default and annotation (inspect_task.describe_param).
+    init_params: list[dict] | None = None
+    # The task's own Model.__init__ as a candidate repeats it (harness/own_init.py), or why not.
+    own_init: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -33,6 +37,8 @@ class TaskInfo:
             init_recipe=d.get("init_recipe") or {"steps": [], "replays": False, "symbols": {}, "constants": {}},
             device=d.get("device") or {},
             torch=d.get("torch", ""),
+            init_params=d.get("init_params"),
+            own_init=d.get("own_init") or {"why": "the inspection predates the constructor's copy"},
             raw=d,
         )
 

@@ -10,13 +10,16 @@ task changes nothing here.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
 import os
 import sys
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
+from own_init import own_init  # noqa: E402
 
 KNOWN_MODULES = {
     "Linear": ("in_features", "out_features", "bias"),
@@ -280,6 +283,29 @@ def constants_from_init(task, init, nodes, inputs, torch, seed):
     return mapping
 
 
+# Annotations a candidate can repeat as written: builtins, which need no import there.
+PLAIN_TYPES = {"int", "float", "bool", "str"}
+
+
+def describe_param(p: inspect.Parameter) -> dict:
+    """A constructor parameter as the candidate can repeat it: its name, whether it is keyword
+    only, its default as a Python literal (None when it has none a literal can write), and its
+    annotation where that is a builtin type."""
+    out: dict = {"name": p.name, "keyword_only": p.kind == p.KEYWORD_ONLY, "default": None}
+    if p.default is not p.empty:
+        text = repr(p.default)
+        try:
+            same = type(ast.literal_eval(text)) is type(p.default) and ast.literal_eval(text) == p.default
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            same = False
+        if same and len(text) <= 200:
+            out["default"] = text
+    ann = p.annotation
+    name = ann if isinstance(ann, str) else getattr(ann, "__name__", None) if isinstance(ann, type) else None
+    out["annotation"] = name if name in PLAIN_TYPES else None
+    return out
+
+
 def main() -> None:
     _common.setup_threads()
     for task_path in sys.argv[1:]:
@@ -304,9 +330,10 @@ def inspect_one(task_path: str) -> None:
     try:
         sig = inspect.signature(task.Model.__init__)
         ctor_names = [p.name for p in list(sig.parameters.values())[1:]]
+        ctor_params = [describe_param(p) for p in list(sig.parameters.values())[1:]]
         variadic = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values())
     except (TypeError, ValueError):
-        ctor_names, variadic = [], True
+        ctor_names, ctor_params, variadic = [], [], True
     try:
         fsig = inspect.signature(task.Model.forward)
         forward_names = [p.name for p in list(fsig.parameters.values())[1:]]
@@ -343,11 +370,13 @@ def inspect_one(task_path: str) -> None:
             "device": _common.device(),
             "init_inputs": [describe_value(v) for v in init],
             "init_signature": None if variadic else ctor_names,
+            "init_params": None if variadic else ctor_params,
             "inputs": [describe_value(v) for v in inputs],
             "forward_signature": forward_names,
             "params": params,
             "graph": {"nodes": nodes, "output": output},
             "init_recipe": {"steps": steps, "replays": replay_ok, "symbols": symbols, "constants": consts},
+            "own_init": own_init(Path(task_path).read_text(encoding="utf-8")),
         }
     )
 

@@ -180,7 +180,7 @@ def test_constants_other_than_the_rendered_ones_take_the_general_loop(ksb, task_
     task = task_dir / "softplus_beta.py"
     task.write_text(
         "import torch\nimport torch.nn as nn\n\nN = 4096\n\n\nclass Model(nn.Module):\n"
-        "    def __init__(self, beta=1.0):\n        super().__init__()\n        self.sp = nn.Softplus(beta=beta, threshold=20.0)\n\n"
+        "    def __init__(self, beta: float = 1.0):\n        super().__init__()\n        self.sp = nn.Softplus(beta=beta, threshold=20.0)\n\n"
         "    def forward(self, x):\n        return self.sp(x)\n\n\n"
         "def get_inputs():\n    return [torch.randn(N) * 4]\n\n\ndef get_init_inputs():\n    return [1.0]\n"
     )
@@ -203,6 +203,89 @@ def test_constants_other_than_the_rendered_ones_take_the_general_loop(ksb, task_
         want = ref.Model(beta)(x)
         got = new.ModelNew(beta)(x)
         assert torch.allclose(got, want, rtol=1e-5, atol=1e-6), (beta, (got - want).abs().max())
+    # The constructor as the task wrote it, default and annotation included: a task whose
+    # get_init_inputs() leaves beta out builds ModelNew() the same way.
+    assert "def __init__(self, beta: float = 1.0):" in cand.read_text()
+    assert torch.allclose(new.ModelNew()(x), ref.Model()(x), rtol=1e-5, atol=1e-6)
+
+
+def test_weights_made_in_a_way_the_recipe_cannot_replay_come_from_the_tasks_own_constructor(
+    ksb, task_dir, monkeypatch, tmp_path
+):
+    """randn * 0.1 + 1 after a submodule: no replay recipe matches it, so the candidate keeps
+    the task's constructor (as KernelBench candidates do) and the same seed gives both the same
+    weights."""
+    import importlib.util
+
+    import torch
+
+    from assay.kernels import render
+
+    task = task_dir / "own_init_scale.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\nC = 64\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self, channels: int = C):\n        super(Model, self).__init__()\n"
+        "        self.act = nn.SiLU()\n        self.scale = nn.Parameter(torch.randn(channels) * 0.1 + 1.0)\n\n"
+        "    def forward(self, x):\n        return self.act(x) * self.scale\n\n\n"
+        "def get_inputs():\n    return [torch.randn(32, C)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    inspected = inspect_task(ksb, task)
+    assert not inspected.init_recipe["replays"] and "body" in inspected.own_init
+    p = plan(inspected)[0]
+    monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
+    cand = task_dir / "own_init_scale_new.py"
+    cand.write_text(render(p.template, p.space.configs[0]))
+    assert "self.scale = nn.Parameter(torch.randn(channels) * 0.1 + 1.0)" in cand.read_text()
+
+    def load(name, path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    ref, new = load("own_task", task), load("own_cand", cand)
+    torch.manual_seed(3)
+    want_model = ref.Model()
+    torch.manual_seed(3)
+    got_model = new.ModelNew()
+    assert torch.equal(want_model.scale, got_model.scale)
+    x = torch.randn(32, 64)
+    assert torch.allclose(got_model(x), want_model(x), rtol=1e-5, atol=1e-6)
+
+
+def _ctor(names, params):
+    from assay.kernels.candidate import ctor_signature
+
+    i = info([], [X])
+    i.init_signature, i.init_params = names, params
+    return ctor_signature(i, {"self", "_init"})
+
+
+def test_constructor_signatures_keep_defaults_annotations_and_keyword_only_parameters():
+    p = [
+        {"name": "in_features", "keyword_only": False, "default": None, "annotation": "int"},
+        {"name": "bias", "keyword_only": False, "default": "True", "annotation": "bool"},
+        {"name": "eps", "keyword_only": True, "default": "1e-05", "annotation": None},
+    ]
+    sig, args = _ctor(["in_features", "bias", "eps"], p)
+    assert (sig, args) == ("in_features: int, bias: bool = True, *, eps=1e-05", "(in_features, bias, eps)")
+    ns: dict = {}
+    exec(f"def ctor(self, {sig}):\n    return {args}", ns)
+    assert ns["ctor"](None, 3) == (3, True, 1e-05) and ns["ctor"](None, 3, False, eps=0.1) == (3, False, 0.1)
+    # A default no literal can write (a module, say) is left out, and so is every default before
+    # a required parameter: the signature must still be valid Python.
+    p = [
+        {"name": "act", "keyword_only": False, "default": None, "annotation": None},
+        {"name": "dim", "keyword_only": False, "default": "1", "annotation": "int"},
+    ]
+    assert _ctor(["act", "dim"], p) == ("act, dim: int = 1", "(act, dim)")
+    p = [
+        {"name": "dim", "keyword_only": False, "default": "1", "annotation": None},
+        {"name": "act", "keyword_only": False, "default": None, "annotation": None},
+    ]
+    assert _ctor(["dim", "act"], p) == ("dim, act", "(dim, act)")
+    assert _ctor(["dim"], None) == ("dim", "(dim,)")  # an older inspection: names only
+    assert _ctor(None, None) == ("*args", "args")
 
 
 def test_large_outputs_write_with_streaming_stores_only():
