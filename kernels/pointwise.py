@@ -59,17 +59,23 @@ UNARY = {
     "square": ((), ()),
 }
 BINARY = {"add", "sub", "rsub", "mul", "div", "maximum", "minimum"}
+# Ops lowered to another with fixed arguments: SELU is ELU with ATen's two constants.
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+ALIASES = {"selu": ("elu", {"alpha": SELU_ALPHA, "scale": SELU_SCALE, "input_scale": 1.0})}
 POW_EXPONENTS = {2, 3, 0.5, -0.5, -1, 1, -2}
 
 
 def is_pointwise(node: dict) -> bool:
-    return node["op"] in UNARY or node["op"] in BINARY
+    return node["op"] in UNARY or node["op"] in BINARY or node["op"] in ALIASES
 
 
 def add_node(chain: Chain, k, node: dict, operand) -> str:
     """Lower graph node k into the chain; `operand(arg, path)` maps a graph argument to an operand
     (path, "<node>.<arg name>", is where a constant came from, so it can be traced to __init__)."""
     op, args = node["op"], node["args"]
+    if op in ALIASES:
+        op, fixed_args = ALIASES[op]
+        args = {"input": args["input"], **fixed_args}
     if op in BINARY:
         if op == "div" and args.get("rounding_mode") is not None:
             raise Unsupported(f"div with rounding_mode={args['rounding_mode']}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from assay.kernels import NoTemplate, TaskInfo, inspect_task, plan
 from assay.kernels.patterns import recognise
 
@@ -86,6 +88,15 @@ def test_elementwise_chain_leaf_kinds():
     kinds = [(leaf["ref"], leaf["kind"]) for leaf in pat.spec["chain"]["leaves"]]
     assert kinds == [("%in0", "full"), ("%p0", "row"), ("%p1", "tail")]
     assert [op["fn"] for op in pat.spec["chain"]["ops"]] == ["mul", "add", "gelu"]
+
+
+def test_selu_is_elu_with_atens_constants():
+    nodes = [{"op": "selu", "args": {"input": "%in0"}, "shape": [64, 128], "dtype": "float32"}]
+    pat = recognise(info(nodes, [X]))
+    assert pat.kind == "elementwise" and [op["fn"] for op in pat.spec["chain"]["ops"]] == ["elu"]
+    # alpha, scale, input_scale: the values ATen's selu uses.
+    consts = [c["value"] for c in pat.spec["chain"]["consts"]]
+    assert consts == pytest.approx([1.6732632423543772, 1.0507009873554805, 1.0], rel=1e-15)
 
 
 def test_rmsnorm_written_out_is_a_row_reduction():
