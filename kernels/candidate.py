@@ -161,7 +161,7 @@ def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
             "_check(_ts)",
             "_x = _ts[0]",
             "_out = torch.empty(_x.shape, dtype=torch.float32)",
-            "_cols = _x.shape[-1]",
+            f"_cols = _prod(_x.shape[-{spec.get('row_dims', 1)}:])",
             "_run(_variant, (_out,) + _ts, [_x.numel() // max(_cols, 1), _cols], self._k)",
             "return _out",
         ]

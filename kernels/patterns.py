@@ -153,11 +153,21 @@ def _rowreduce(info: TaskInfo) -> dict | None:
         return {"op": first["op"].lstrip("_"), "x": x, "weight": None, "bias": None, "consts": []}
     if len(nodes) == 1 and first["op"] in ("layer_norm", "rms_norm"):
         a = first["args"]
-        if list(a.get("normalized_shape") or []) != [shape[-1]]:
-            raise Unsupported(f"{first['op']} over {a.get('normalized_shape')}, not the last dim only")
+        ns = list(a.get("normalized_shape") or [])
+        # Over the trailing dims: each row is their product, contiguous, and a weight of shape
+        # normalized_shape lies along it in the same order.
+        if not ns or ns != shape[len(shape) - len(ns) :]:
+            raise Unsupported(f"{first['op']} over {a.get('normalized_shape')}, not trailing dims of {shape}")
         eps = a.get("eps")
         consts = [{"value": float(eps) if eps is not None else 1.1920928955078125e-07, "path": "0.eps"}]
-        return {"op": first["op"], "x": x, "weight": a.get("weight"), "bias": a.get("bias"), "consts": consts}
+        return {
+            "op": first["op"],
+            "x": x,
+            "weight": a.get("weight"),
+            "bias": a.get("bias"),
+            "consts": consts,
+            "row_dims": len(ns),
+        }
     return _rmsnorm_by_hand(info, x, shape)
 
 

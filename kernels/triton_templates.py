@@ -239,7 +239,7 @@ def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
             "_check(_ts)",
             "_x = _ts[0]",
             "_out = torch.empty(_x.shape, dtype=torch.float32, device=_x.device)",
-            "_cols = _x.shape[-1]",
+            f"_cols = _prod(_x.shape[-{spec.get('row_dims', 1)}:])",
             "_rows = _x.numel() // max(_cols, 1)",
             "_cfg = ASSAY_VARIANTS[_variant]",
             "assay_kernel[(_rows,)](_out, *_ts, _cols, self._k[0], BLOCK=triton.next_power_of_2(_cols), "

@@ -264,6 +264,64 @@ def test_weights_made_in_a_way_the_recipe_cannot_replay_come_from_the_tasks_own_
     assert torch.allclose(got_model(x), want_model(x), rtol=1e-5, atol=1e-6)
 
 
+def test_layer_norm_over_several_trailing_dims_is_one_row_each(ksb, task_dir, monkeypatch, tmp_path):
+    """KernelBench's LayerNorm normalises over the last three dims: each row is their product, and
+    the (3-D) weight and bias lie along it in the same order."""
+    import importlib.util
+
+    import torch
+
+    from assay.kernels import render
+
+    task = task_dir / "layernorm3.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self, normalized_shape: tuple):\n        super().__init__()\n"
+        "        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)\n\n"
+        "    def forward(self, x):\n        return self.ln(x)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 8, 16, 32)]\n\n\n"
+        "def get_init_inputs():\n    return [(8, 16, 32)]\n"
+    )
+    p = plan(inspect_task(ksb, task))
+    assert not isinstance(p, NoTemplate), p.reason
+    assert p[0].template.kind == "rowreduce" and p[0].template.spec["row_dims"] == 3
+    monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
+    cand = task_dir / "layernorm3_new.py"
+    cand.write_text(render(p[0].template, p[0].space.configs[0]))
+
+    def load(name, path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    ref, new = load("ln3_task", task), load("ln3_cand", cand)
+    torch.manual_seed(5)
+    want_model = ref.Model((8, 16, 32))
+    torch.manual_seed(5)
+    got_model = new.ModelNew((8, 16, 32))
+    with torch.no_grad():  # weights other than ones and zeros, so their layout is tested too
+        for a, b in zip(want_model.parameters(), got_model.parameters(), strict=True):
+            a.copy_(torch.randn_like(a))
+            b.copy_(a)
+    x = torch.randn(4, 8, 16, 32)
+    assert torch.allclose(got_model(x), want_model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_norm_over_leading_dims_says_so():
+    x = {"shape": [4, 8, 16], "dtype": "float32"}
+    nodes = [
+        {
+            "op": "layer_norm",
+            "args": {"input": "%in0", "normalized_shape": [4, 8]},
+            "shape": [4, 8, 16],
+            "dtype": "float32",
+        }
+    ]
+    res = plan(info(nodes, [x]))
+    assert isinstance(res, NoTemplate) and "not trailing dims" in res.reason
+
+
 def _ctor(names, params):
     from assay.kernels.candidate import ctor_signature
 
