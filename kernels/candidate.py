@@ -153,6 +153,10 @@ def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
             "_run(_variant, (_out,) + _ts, _dims, self._k)",
             "return _out",
         ]
+    if kind == "dimreduce":
+        from assay.kernels import dimreduce
+
+        return dimreduce.forward_lines(spec, _ref_expr(info, spec["x"], names))
     if kind == "rowreduce":
         ts = [_ref_expr(info, spec["x"], names)]
         ts += [_ref_expr(info, spec[k], names) for k in ("weight", "bias") if spec.get(k)]

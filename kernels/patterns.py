@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from assay.kernels import dimreduce
 from assay.kernels.pointwise import Chain, Unsupported, add_node, const, is_pointwise
 from assay.kernels.task import TaskInfo
 
 
 @dataclass
 class Pattern:
-    kind: str  # "elementwise" | "rowreduce" | "matmul"
+    kind: str  # "elementwise" | "rowreduce" | "matmul" | "dimreduce"
     spec: dict  # JSON-able; what a template needs to render this instance
 
 
@@ -27,6 +28,12 @@ def recognise(info: TaskInfo) -> Pattern | NoMatch:
         return NoMatch("the graph has no operations")
     if len(outs) != 1 or not str(outs[0]).startswith("%n"):
         return NoMatch(f"expected one computed tensor output, got {outs!r}")
+    try:  # before the dtype check: an arg-reduction's output is int64
+        reduce = dimreduce.recognise(info)
+    except dimreduce.NotADimReduce as exc:
+        return NoMatch(str(exc))
+    if reduce is not None:
+        return Pattern("dimreduce", reduce)
     for meta in info.inputs + info.params + nodes:
         if "shape" in meta and meta.get("dtype") not in ("float32", None):
             return NoMatch(f"dtype {meta.get('dtype')} (the templates are fp32 only)")

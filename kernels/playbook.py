@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from assay.kernels import cpp_templates, triton_templates
+from assay.kernels import cpp_templates, dimreduce, triton_templates
 from assay.kernels.candidate import render_candidate
 from assay.kernels.patterns import NoMatch, recognise
 from assay.kernels.task import TaskInfo
@@ -19,7 +19,7 @@ BACKENDS = ("cpp", "triton")
 class Template:
     """A template bound to one recognised task: `kind` is the template, `spec` the instance."""
 
-    kind: str  # "elementwise" | "rowreduce" | "matmul"
+    kind: str  # "elementwise" | "rowreduce" | "matmul" | "dimreduce"
     backend: str  # "cpp" | "triton"
     spec: dict
     info: TaskInfo = field(repr=False)
@@ -70,6 +70,8 @@ def plan(info: TaskInfo, backend: str = "cpp") -> list[Plan] | NoTemplate:
     pattern = recognise(info)
     if isinstance(pattern, NoMatch):
         return NoTemplate(pattern.reason)
+    if backend == "triton" and pattern.kind == "dimreduce":
+        return NoTemplate(f"no triton template for {pattern.spec['op']} over a dim (the cpp backend has one)")
     template = Template(pattern.kind, backend, pattern.spec, info)
     return [Plan(template, SearchSpace(space_for(template)))]
 
@@ -79,6 +81,8 @@ def space_for(template: Template) -> list[dict]:
         return triton_templates.space(template.kind, template.spec)
     if template.kind == "elementwise":
         return cpp_templates.elementwise_space(4 * math.prod(template.spec["out_shape"]))
+    if template.kind == "dimreduce":
+        return dimreduce.space()
     if template.kind == "rowreduce":
         x = template.info.ref_meta(template.spec["x"])["shape"]
         return cpp_templates.rowreduce_space(template.spec["op"], 4 * math.prod(x))
@@ -89,6 +93,8 @@ def source(template: Template, configs: list[dict]) -> str:
     """The kernel source (C++ or Triton) holding every configuration in `configs`."""
     if template.backend == "triton":
         return triton_templates.source(template.kind, template.spec, configs)
+    if template.kind == "dimreduce":
+        return dimreduce.source(template.spec, configs, cpp_templates.vecmath())
     gen = {
         "elementwise": cpp_templates.elementwise_source,
         "rowreduce": cpp_templates.rowreduce_source,
