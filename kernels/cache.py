@@ -72,6 +72,9 @@ def shape_bucket(template) -> tuple[int, ...]:
     elif template.kind == "rowreduce":
         s = info.ref_meta(spec["x"])["shape"]
         dims = (math.prod(s) // max(s[-1], 1), s[-1])
+    elif template.kind == "dimreduce":
+        s, d = info.ref_meta(spec["x"])["shape"], spec["dim"]
+        dims = (math.prod(s[:d]), s[d], math.prod(s[d + 1 :]))
     else:
         s = spec["out_shape"]
         dims = (math.prod(s), s[-1] if s else 1)
