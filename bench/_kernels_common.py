@@ -25,6 +25,11 @@ def suite() -> list[Path]:
     return sorted(p for p in EXAMPLES.glob("*.py") if (p.with_suffix(".toml")).exists())
 
 
+def corpus() -> list[Path]:
+    """The KernelBench-style corpus: examples/kernel/corpus, one family per file-name prefix."""
+    return sorted((EXAMPLES / "corpus").glob("*.py"))
+
+
 @contextlib.contextmanager
 def kernel_sandbox(backend: str = "auto", workspace: Path | None = None):
     from assay.kernels import kernel_binds

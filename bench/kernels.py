@@ -1,12 +1,14 @@
 """Benchmark the kernel playbook over the example suite; prints one JSON object.
 
-    python bench/kernels.py [--backend cpp|triton] [--tasks softmax,gelu] [--write-results]
+    python bench/kernels.py [--backend cpp|triton] [--tasks softmax,gelu] [--corpus] [--write-results]
 
 For each task: inspect in the sandbox, plan, autotune (cold, private cache unless --cache),
 render the winner, then time candidate vs eager vs torch.compile in ONE harness process
 (interleaved repetitions, cache flushed between them) together with a copy-bandwidth probe.
 Metrics: fast_1 (fraction of tasks correct and faster than eager), geomean speedups, and for
 memory-bound tasks (elementwise, row reductions) achieved GB/s over the copy bandwidth.
+--corpus runs examples/kernel/corpus instead: tasks in KernelBench's style, one family per
+file-name prefix (act, reduce, row, norm, gemm, fused), with a per-family summary.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _kernels_common import (  # noqa: E402
+    corpus,
     err,
     geomean,
     kernel_sandbox,
@@ -99,9 +102,23 @@ def summarise(rows: list[dict], backend: str) -> dict:
             "memory_bound_tasks": len(xs),
         }
 
+    families: dict[str, list[dict]] = {}
+    for r in rows:
+        families.setdefault(r["task"].split("_")[0], []).append(r)
+    per_family = {
+        fam: {
+            "tasks": len(rs),
+            "correct": sum(1 for r in rs if r.get("correct")),
+            "fast_1": sum(1 for r in rs if r.get("correct") and (r.get("speedup_vs_eager") or 0) > 1.0) / len(rs),
+            "geomean_speedup_vs_eager": geomean([r.get("speedup_vs_eager") for r in rs if r.get("correct")]),
+            "geomean_speedup_vs_compile": geomean([r.get("speedup_vs_compile") for r in rs if r.get("correct")]),
+        }
+        for fam, rs in sorted(families.items())
+    }
     out = {
         "backend": backend,
         "tasks": n,
+        "per_family": per_family,
         "correct": sum(1 for r in rows if r.get("correct")),
         "fast_1": len(fast) / n if n else 0.0,
         "geomean_speedup_vs_eager": geomean([r.get("speedup_vs_eager") for r in rows if r.get("correct")]),
@@ -147,6 +164,14 @@ def markdown(summary: dict, rows: list[dict], mach: dict, seconds: float) -> str
         f"- from best repetitions instead of medians: fast_1 {summary['fast_1_min']:.2f}, vs eager "
         f"{(summary['geomean_speedup_vs_eager_min'] or 0):.2f}x, vs torch.compile {(summary['geomean_speedup_vs_compile_min'] or 0):.2f}x",
         "",
+        "| family | tasks | correct | fast_1 | geomean vs eager | geomean vs compile |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *[
+            f"| {fam} | {f['tasks']} | {f['correct']} | {f['fast_1']:.2f} | {(f['geomean_speedup_vs_eager'] or 0):.2f}x "
+            f"| {(f['geomean_speedup_vs_compile'] or 0):.2f}x |"
+            for fam, f in summary["per_family"].items()
+        ],
+        "",
         "| task | template | correct | eager ms | compile ms | ours ms | vs eager | vs compile | BW frac | copy GB/s (task size / STREAM size) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -165,6 +190,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=("cpp", "triton"), default="cpp")
     ap.add_argument("--tasks", default="", help="comma-separated task names (default: the whole suite)")
+    ap.add_argument("--corpus", action="store_true", help="the KernelBench-style corpus instead of the examples")
     ap.add_argument("--sandbox", default="auto")
     ap.add_argument("--reps", type=int, default=25)
     ap.add_argument("--tune-budget", type=float, default=None, help="seconds per task for autotuning")
@@ -194,7 +220,7 @@ def main() -> None:
 
     from assay.kernels import AutotuneCache, LocalStore
 
-    tasks = suite()
+    tasks = corpus() if args.corpus else suite()
     if args.tasks:
         want = set(args.tasks.split(","))
         tasks = [t for t in tasks if t.stem in want]
@@ -226,7 +252,8 @@ def main() -> None:
     seconds = time.time() - t0
     out = {**summary, "machine": mach, "seconds": round(seconds, 1), "per_task": rows}
     if args.write_results:
-        write_section(subsection("### Suite (cpp backend)", markdown(summary, rows, mach, seconds)))
+        title = "### Corpus (cpp backend)" if args.corpus else "### Suite (cpp backend)"
+        write_section(subsection(title, markdown(summary, rows, mach, seconds)))
     print(json.dumps(out, indent=1, default=str))
 
 

@@ -1,0 +1,27 @@
+"""Swish then a per-channel bias (NCHW)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, channels: int):
+        super(Model, self).__init__()
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1) * 0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(x) + self.bias
+
+
+batch_size = 32
+channels = 16
+height = 32
+width = 32
+
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, height, width)]
+
+
+def get_init_inputs():
+    return [channels]

@@ -1,0 +1,27 @@
+"""Gemm then GELU."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super(Model, self).__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.gemm(x))
+
+
+batch_size = 64
+in_features = 512
+out_features = 512
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
