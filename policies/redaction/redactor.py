@@ -114,11 +114,50 @@ def _windows(data: bytes, placed: list[tuple[int, int]]) -> list[tuple[int, int]
     lo = np.where(before >= 0, ends[np.maximum(before, 0)] + 1 if len(ends) else 0, 0)
     after = np.searchsorted(ends, edges[:, 1]) + 1  # the line end after the next line
     hi = np.where(after < len(ends), ends[np.minimum(after, len(ends) - 1)] + 1 if len(ends) else 0, len(data))
+    if data.find(b"-----") >= 0:
+        lo, hi = _around_blocks(data, placed, lo, hi, ends)
     # Placeholders come in order, so both edges rise: a region starts where one begins
     # after the previous one ends.
     first = np.flatnonzero(np.concatenate(([True], lo[1:] > hi[:-1])))
     last = np.concatenate((first[1:] - 1, [len(lo) - 1]))
     return list(zip(lo[first].tolist(), hi[last].tolist(), strict=False))
+
+
+# How far a block rule (a PEM private key: BEGIN ... KEY-----, any number of lines) may reach
+# from a placeholder inside it. A 4096-bit RSA key in PEM is about 3.3 KB.
+BLOCK_REACH = 16384
+
+
+def _around_blocks(data: bytes, placed: list[tuple[int, int]], lo: Any, hi: Any, ends: Any) -> tuple[Any, Any]:
+    """The regions widened to the whole `-----BEGIN ... KEY-----` block a placeholder lies in: a
+    placeholder is longer than what it replaced, so a block too short to be a key before can
+    be one after, and the next pass must see all of it or redacting the output again would
+    change it. One scan finds every block edge; each placeholder bisects them (linear time on
+    a text of nothing but headers). Edges stay rising: a widened region only swallows its
+    neighbours."""
+    low = data.lower()
+    heads = np.fromiter((m.start() for m in re.finditer(rb"-----begin", low)), dtype=np.int64)
+    tails = np.fromiter((m.start() for m in re.finditer(rb"key-----", low)), dtype=np.int64)
+    edges = np.asarray(placed, dtype=np.int64)
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    if len(heads):
+        k = np.searchsorted(heads, edges[:, 0], side="right") - 1
+        at = heads[np.maximum(k, 0)]
+        near = (k >= 0) & (edges[:, 0] - at <= BLOCK_REACH)
+        line = np.searchsorted(ends, at) - 1  # the line end before the block's first line
+        start = np.where(line >= 0, ends[np.maximum(line, 0)] + 1 if len(ends) else 0, 0)
+        lo = np.where(near, np.minimum(lo, start), lo)
+    if len(tails):
+        k = np.searchsorted(tails, edges[:, 1])
+        at = tails[np.minimum(k, len(tails) - 1)]
+        near = (k < len(tails)) & (at - edges[:, 1] <= BLOCK_REACH)
+        line = np.searchsorted(ends, at)  # the line end after the block's last line
+        stop = np.where(
+            line < len(ends), ends[np.minimum(line, len(ends) - 1)] + 1 if len(ends) else len(data), len(data)
+        )
+        hi = np.where(near, np.maximum(hi, stop), hi)
+    # A widened region may reach past its neighbours' edges: keep both edge lists rising.
+    return np.minimum.accumulate(lo[::-1])[::-1], np.maximum.accumulate(hi)
 
 
 def _group(m: Any, n: int = 0) -> bytes:
@@ -431,7 +470,12 @@ class Redactor:
     def _restore_text(self, text: str) -> tuple[str, int]:
         if "[[" not in text:
             return text, 0
-        data = text.encode("utf-8", "surrogatepass")
+        out, n = self._restore_bytes(text.encode("utf-8", "surrogatepass"), MAX_PASSES)
+        return (out.decode("utf-8", "surrogatepass"), n) if n else (text, 0)
+
+    def _restore_bytes(self, data: bytes, depth: int) -> tuple[bytes, int]:
+        """A later pass may redact a span that holds an earlier pass's placeholder (a key block
+        that grew around one), so a value is itself restored, as deep as passes go."""
         parts = []
         pos = 0
         n = 0
@@ -439,15 +483,18 @@ class Redactor:
             value = self._vault.value_of(_group(m))
             if value is None:
                 continue
+            if depth > 1 and b"[[" in value:
+                value, inner = self._restore_bytes(value, depth - 1)
+                n += inner
             s, e = m.span()
             parts.append(data[pos:s])
             parts.append(value)
             pos = e
             n += 1
         if not n:
-            return text, 0
+            return data, 0
         parts.append(data[pos:])
-        return b"".join(parts).decode("utf-8", "surrogatepass"), n
+        return b"".join(parts), n
 
     # -- never leak -------------------------------------------------------------------------
 
