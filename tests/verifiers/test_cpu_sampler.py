@@ -106,9 +106,14 @@ def test_samples_land_in_the_code_that_ran(built):
     theirs = _sample(built, "window(theirs, 150)")
     files = _by_file(theirs)
     total = sum(files.values())
-    assert files.get("libtorch_cpu.so", 0) / total > 0.3, files  # half in libgomp's barrier when loaded
+    # torch's softmax and OpenMP's barrier, whose share is the machine's load (84% of it once
+    # in CI beside other work), so torch's own share is judged on one thread below.
+    assert files.get("libtorch_cpu.so", 0) / total > 0.05, files
     assert (files.get("libtorch_cpu.so", 0) + files.get("libgomp.so.1", 0)) / total > 0.9, files
     assert 0.7 < theirs["sampled_ms"] / theirs["cpu_ms"] < 1.3, theirs
+
+    alone = _by_file(_sample(built, "torch.set_num_threads(1)\nwindow(theirs, 150)"))
+    assert alone.get("libtorch_cpu.so", 0) / sum(alone.values()) > 0.8, alone
 
 
 def test_only_the_armed_windows_are_sampled(built):
