@@ -88,7 +88,7 @@ def test_a_block_that_grows_into_a_key_many_lines_above_is_redacted_once():
     # value's placeholder (longer than its hex) lands inside; the next pass must see the header.
     redactor = Redactor(default_rules())
     assert redactor.add_secret("s3cr3t-value")
-    text = "-----BEGIN PRIVATE KEY-----\n" + "a\n" * 18 + "s3cr3t-value".encode().hex() + "\nKEY-----\ntail\n"
+    text = "-----BEGIN PRIVATE KEY-----\n" + "a\n" * 18 + b"s3cr3t-value".hex() + "\nKEY-----\ntail\n"
     out = redactor.redact(text)
     assert redactor.redact(out) == out
     assert "-----BEGIN" not in out and out.endswith("\ntail\n")
