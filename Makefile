@@ -74,7 +74,7 @@ typecheck: install-test
 	$(VENV)/bin/pyright
 
 test: install-test sandboxes services lint typecheck
-	$(PY) -P -m pytest -q $(PYTEST_ARGS)
+	$(PY) -P -m pytest -q --durations=15 $(PYTEST_ARGS)
 
 bench: install sandboxes
 	$(PY) bench/sandbox.py
