@@ -6,6 +6,7 @@ with Cyrillic and Greek lookalikes, is redacted: nothing of it is left to decode
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 
@@ -70,8 +71,10 @@ def test_a_registered_value_in_any_generated_encoding_is_redacted(encoded, befor
     redactor.add_secret(VALUE, "registered")
     out = redactor.redact(before + encoded + after)
     assert "[[SECRET:registered:" in out, (encoded, out)
-    # Nothing of the value survives: no three consecutive characters of it in any form.
-    leftover = out.replace(before, "", 1)
+    # Nothing of the value survives: no three consecutive characters of it in any form. The
+    # placeholder's own number is not the value (CI once drew a value holding "454" beside a
+    # placeholder numbered 58094544), so placeholders are taken out before looking.
+    leftover = re.sub(r"\[\[SECRET:registered:\d+\]\]", "", out.replace(before, "", 1))
     for i in range(len(VALUE) - 2):
         piece = VALUE[i : i + 3]
         assert piece not in leftover, (encoded, out, piece)

@@ -17,6 +17,17 @@ from assay.agents.workflow import decision_for
 ASSAY = Path(sys.executable).with_name("assay")
 
 
+def toasts(screen: str) -> str:
+    """The text of the notifications on a screen: what follows each line's last gutter mark."""
+    return "\n".join(line.rsplit("\u258c", 1)[1] for line in screen.splitlines() if "\u258c" in line)
+
+
+def squash(text: str) -> str:
+    # A notification wraps at the width of its box, and a path (whose length depends on where
+    # the checkout lives) breaks mid-word: compare with every space and line break taken out.
+    return "".join(text.split())
+
+
 class Tmux:
     def __init__(self) -> None:
         # A server of our own: no clash with anyone's tmux, and killing it kills only ours.
@@ -33,7 +44,7 @@ class Tmux:
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if text in screen:
+            if text in screen or squash(text) in squash(toasts(screen)):
                 return screen
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
@@ -106,8 +117,8 @@ def test_an_unsigned_manifest_is_refused_before_anything_starts(tui_in_tmux, _is
     t.wait_for("Start a run")
     t.keys("Enter")
     screen = t.wait_for("is not signed")
-    flat = " ".join(screen.split())
-    assert "kernel-agent.toml" in flat and "assay policy sign" in flat
+    note = squash(toasts(screen))
+    assert squash("policies/manifests/kernel-agent.toml") in note and squash("assay policy sign") in note
     assert "assay: error:" not in screen and "0 runs" in screen
     assert not (_isolated_home / "runs").exists()
 
@@ -137,7 +148,7 @@ def test_a_tool_server_that_will_not_start_says_why_off_the_screen(tui_in_tmux, 
     t.wait_for("Start a run")
     t.keys("job.toml", "Enter")
     screen = t.wait_for("tool server said", timeout=90)
-    assert "receive restored secrets" in " ".join(screen.split())
+    assert squash("receive restored secrets") in squash(toasts(screen))
     assert "assay: error:" not in screen
     log = (_isolated_home / "logs" / "tui.log").read_text()
     assert "assay: error: manifest" in log and "receive restored secrets" in log
