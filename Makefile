@@ -71,7 +71,7 @@ lint: install-test
 # pyright's wheel carries its JavaScript, not Node: the npm tools step installs Node if missing.
 typecheck: install-test
 	command -v node >/dev/null || ./scripts/ensure-npm-tools.sh $(NPM_PREFIX)
-	$(VENV)/bin/pyright
+	$(VENV)/bin/pyright -p pyproject.toml
 
 test: install-test sandboxes services lint typecheck
 	$(PY) -P -m pytest -q --durations=15 $(PYTEST_ARGS)

@@ -157,3 +157,17 @@ def test_every_silenced_line_names_its_rule_and_says_why():
             if not m["rest"].strip(" #") and not above.startswith("#"):
                 bad.append(f"{where}: a pyright: ignore with no reason beside or above it")
     assert not bad, "\n".join(bad)
+
+
+def test_make_typecheck_checks_the_files_it_names():
+    # pyright takes the first pyrightconfig.json above the working folder over the project's
+    # pyproject.toml: a stray one in /tmp once made a clean clone there check no file at all, and
+    # a path in `include` that does not exist is a warning with exit code 0. So the Makefile
+    # names the configuration, and every path the configuration names must be there.
+    import tomllib
+
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"bin/pyright -p pyproject\.toml\b", make), "make typecheck must run pyright -p pyproject.toml"
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pyright"]
+    missing = [p for p in conf["include"] + conf.get("strict", []) if not (ROOT / p).exists()]
+    assert not missing, f"pyright is told to check paths that do not exist: {missing}"
