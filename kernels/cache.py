@@ -107,7 +107,7 @@ class CacheKey:
 # The code templates are rendered from: an entry timed on an older revision of them says nothing
 # about the kernel the current one builds, so it neither seeds nor is reused.
 _TEMPLATE_SOURCES = {
-    "cpp": ("cpp_templates.py", "pointwise.py", "dimreduce.py", "cpp/vecmath.h"),
+    "cpp": ("cpp_templates.py", "pointwise.py", "dimreduce.py", "dimnorm.py", "cpp/vecmath.h"),
     "triton": ("triton_templates.py", "pointwise.py"),
 }
 

@@ -7,17 +7,22 @@ The input is viewed as [outer, R, inner] around the reduced dimension. Over the 
 vectorises across columns with no reassociation (the reason eager is slow there: it strides).
 Sums and means accumulate in double, so the result is never further from the exact one than
 eager's float cascade; max, min and the arg-reductions follow torch: NaN wins, and the first
-index of the extreme (or of the first NaN) is returned.
+index of the extreme (or of the first NaN) is returned. Normalisations over one dim (softmax
+over a middle one, x / norm(x) written by hand) share this view and template kind; their
+kernels are in kernels/dimnorm.py.
 """
 
 from __future__ import annotations
 
+from assay.kernels import dimnorm
 from assay.kernels.cpp_templates import _dispatch
 from assay.kernels.task import TaskInfo
 
 VALUE_OPS = {"sum", "mean", "prod", "amax", "amin"}
 INDEX_OPS = {"argmax", "argmin"}
 # torch.max(x, dim) / torch.min(x, dim) return both; getitem picks one.
+# Shaped as the input, on the same [outer, R, inner] view: kernels/dimnorm.py.
+NORM_OPS = {"softmax", "log_softmax", "norm"}
 PAIRS = {"max": ("amax", "argmax"), "min": ("amin", "argmin")}
 SPACE = [{"ib": 64}, {"ib": 256}, {"ib": 16}]
 
@@ -84,6 +89,8 @@ _COMBINE = {"sum": "a + v", "mean": "a + v", "prod": "a * v"}
 
 def source(spec: dict, configs: list[dict], vecmath: str) -> str:
     op = spec["op"]
+    if op in NORM_OPS:
+        return dimnorm.source(spec, configs, vecmath)
     if op in _COMBINE:
         body = f"""
   // double accumulators: never further from the exact sum than eager's float cascade
@@ -173,6 +180,8 @@ def forward_lines(spec: dict, x_expr: str) -> list[str]:
     dim, keep = spec["dim"], spec["keepdim"]
     dtype = "torch.int64" if spec["out_dtype"] == "int64" else "torch.float32"
     kept = "(1,)" if keep else "()"
+    if spec["op"] in NORM_OPS:
+        kept = "_shape[_d : _d + 1]"
     return [
         f"_x = {x_expr}",
         "_check((_x,))",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from assay.kernels import dimreduce
+from assay.kernels import dimnorm, dimreduce
 from assay.kernels.pointwise import Chain, Unsupported, add_node, const, is_pointwise
 from assay.kernels.task import TaskInfo
 
@@ -48,6 +48,9 @@ def recognise(info: TaskInfo) -> Pattern | NoMatch:
         row = _rowreduce(info)
         if row is not None:
             return Pattern("rowreduce", row)
+        norm = dimnorm.recognise(info)
+        if norm is not None:
+            return Pattern("dimreduce", norm)
     except Unsupported as exc:
         return NoMatch(str(exc))
     ops = sorted({n["op"] for n in nodes if not is_pointwise(n)})
@@ -154,7 +157,7 @@ def _rowreduce(info: TaskInfo) -> dict | None:
     if len(nodes) == 1 and first["op"] in ("softmax", "_softmax", "log_softmax", "_log_softmax"):
         dim = first["args"].get("dim")
         if dim not in (-1, last):
-            raise Unsupported(f"{first['op']} over dim {dim}, not the last")
+            return None  # over another dim: kernels/dimnorm.py
         if first["args"].get("half_to_float") or first["args"].get("dtype") not in (None, "float32"):
             raise Unsupported(f"{first['op']} with a dtype change")
         return {"op": first["op"].lstrip("_"), "x": x, "weight": None, "bias": None, "consts": []}

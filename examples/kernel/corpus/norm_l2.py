@@ -1,0 +1,24 @@
+"""L2 normalisation of each row."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / torch.norm(x, p=2, dim=1, keepdim=True)
+
+
+batch_size = 64
+dim = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
