@@ -82,39 +82,32 @@ def test_a_busy_machine_makes_a_failed_speed_check_say_inconclusive(runtime_refe
     descheduled thread), so a speed figure taken then says more about the neighbour than about
     the candidate: the verdict still fails, and says the machine was too busy to time. Busy
     here: two spinning processes per CPU beside the sandbox. The reference's share then reads
-    0.49-0.66 (with one per CPU too: more spinners did not lower it), under the criteria's 0.8
-    (a quiet machine: 0.98); against the earlier 0.65 one run read 0.658. Once in a CI run
-    (kernel 6.18) the share read 0.959 beside two spinners per CPU, and 0.49-0.66 on every run
-    before and after: the scheduler does not always share the CPUs out when the sandbox's cgroup
-    wakes. So a run the spinners did not slow is retried once with twice as many; and such a run
-    must not have been called busy."""
+    0.49-0.66, under the criteria's 0.8 (a quiet machine: 0.98), but not always: once in a CI
+    run it read 0.959 beside the same spinners, when the scheduler happened to favour the
+    sandbox. The share of the sandbox's CPUs the spinners kept busy while each side was timed
+    (from the host's counters, less the sandbox's own CPU time) does not depend on that: it
+    must read above the criteria's maximum, and either figure makes the failure inconclusive."""
     import subprocess
     import sys
 
     ref, detail = runtime_reference
     need(ref is not None, detail)
-    floor = ref.criteria.timing.min_cpu_share
-    shares = []
-    for per_cpu in (2, 4):
-        spin = [
-            subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(per_cpu * (os.cpu_count() or 1))
-        ]
-        try:
-            report = verify_candidate(ref, CHEATS / "slow_honest.py")
-        finally:
-            for p in spin:
-                p.kill()
-                p.wait()
-        speed = report.check("speed")
-        assert speed is not None and not speed.passed and not report.passed, report.reasons
-        m = report.metrics
-        shares.append(m.get("reference_cpu_share"))
-        if m["reference_cpu_share"] < floor:
-            break
-        # Not slowed: a plain speed failure, not an inconclusive one.
-        assert m["timing_contended"] is False and not report.inconclusive, report.reasons
-    assert m["timing_contended"] is True and m["reference_cpu_share"] < floor, shares
+    tm = ref.criteria.timing
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        report = verify_candidate(ref, CHEATS / "slow_honest.py")
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+    speed = report.check("speed")
+    assert speed is not None and not speed.passed and not report.passed, report.reasons
+    m = report.metrics
+    others = m["others_cpu_share"]
+    assert others["candidate"] > tm.max_other_cpu_share and others["reference"] > tm.max_other_cpu_share, others
+    assert m["timing_contended"] is True, (m["reference_cpu_share"], others)
     assert "inconclusive: the machine was too busy to time" in speed.detail, speed.detail
+    assert "other processes kept" in speed.detail, speed.detail
     # Failed on speed alone, so `assay kernel verify` exits 3: a pipeline retries it elsewhere.
     assert report.inconclusive and report.to_json()["inconclusive"] is True
     assert [c.name for c in report.checks if not c.passed] == ["speed"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -256,3 +257,36 @@ def test_only_a_speed_failure_under_contention_is_inconclusive():
     cheat = [{"name": "consistent_when_timed", "passed": False}, {"name": "speed", "passed": False}]
     assert not inconclusive(cheat, {"timing_contended": True})
     assert not inconclusive([{"name": "speed", "passed": True}], {"timing_contended": True})  # a pass is not
+
+
+def test_the_neighbours_share_is_summed_over_each_sides_timed_rounds():
+    from assay.verifiers.common.timing import others_share
+
+    log = [
+        # calibration: no round number, not counted
+        {"subject": "candidate", "n": 1, "wall_s": 0.1, "held_s": 0.0, "others_cpu_s": 0.2},
+        {"subject": "candidate", "round": 0, "n": 4, "wall_s": 0.09, "held_s": 0.01, "others_cpu_s": 0.10},
+        {"subject": "candidate", "fresh_round": 0, "n": 4, "wall_s": 0.1, "held_s": 0.0, "others_cpu_s": 0.02},
+        {"subject": "eager", "round": 0, "n": 4, "wall_s": 0.2, "held_s": 0.0, "others_cpu_s": 0.0},
+        {"subject": "copy", "round": 0, "n": 4, "wall_s": 0.2, "held_s": 0.0, "others_cpu_s": None},
+    ]
+    # (0.10 + 0.02) CPU-seconds of others over 0.2 s of rounds on 2 CPUs
+    assert others_share(log, ("candidate",), 2) == pytest.approx(0.3)
+    assert others_share(log, ("eager", "compiled", "copy"), 2) == 0.0
+    assert others_share(log, ("compiled",), 2) is None
+    assert others_share(log, ("candidate",), None) is None and others_share(log, ("candidate",), True) is None
+
+
+def test_the_hosts_busy_time_is_read_for_the_sandboxs_cpus_only():
+    import importlib.util
+    import os
+
+    path = Path(__file__).parents[2] / "verifiers" / "kernel" / "harness" / "supervisor.py"
+    spec = importlib.util.spec_from_file_location("supervisor_for_test", path)
+    sup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sup)
+    cpus = os.sched_getaffinity(0)
+    busy = sup.busy_seconds(cpus)
+    assert busy is not None and busy > 0
+    assert sup.busy_seconds({max(cpus) + 4096}) is None  # no such CPU: nothing to read
+    assert sup.sandbox_cpu_seconds() > 0

@@ -3,9 +3,11 @@
 A judge script times the trusted subjects (the task's own model, its compiled form) and the
 submission round by round in one run (harness/assay_timing.py, or a kind's own supervisor),
 each round recording iterations, wall and CPU seconds. Here those rounds become medians,
-speedups and the share of its CPUs the trusted reference got: below the criteria's minimum the
-machine was too busy to time, and a speed check that fails there is inconclusive, never FAIL
-(a verifier never fails an honest submission on a figure the machine's load decided).
+speedups, the share of its CPUs the trusted reference got, and the share of the sandbox's CPUs
+that other processes kept busy while each side was timed: below the criteria's minimum (or above
+its maximum) the machine was too busy to time, and a speed check that fails there is
+inconclusive, never FAIL (a verifier never fails an honest submission on a figure the
+machine's load decided).
 """
 
 from __future__ import annotations
@@ -62,6 +64,26 @@ def cpu_share(log: list[dict], threads: object, trusted: Iterable[str]) -> float
     if flushes:
         found.append(statistics.median(flushes))
     return max(found) if found else None
+
+
+def others_share(log: list[dict], subjects: Iterable[str], cpus: object) -> float | None:
+    """The share of the sandbox's CPUs that processes outside it kept busy while these subjects'
+    timed rounds ran, summed over the rounds (the host's counters tick at 100 Hz: one round is
+    too coarse). It reads 0.00-0.05 on a quiet machine and 0.5-0.7 beside two spinning processes
+    per CPU, also in the runs where the scheduler happened to give the reference its full share.
+    Nothing in the sandbox can lower it: it is the host's busy time less the sandbox's own."""
+    if not isinstance(cpus, int) or isinstance(cpus, bool) or cpus < 1:
+        return None
+    subjects = tuple(subjects)
+    others = wall = 0.0
+    for e in log:
+        o, w, h = e.get("others_cpu_s"), e.get("wall_s"), e.get("held_s", 0.0)
+        if e.get("subject") not in subjects or (e.get("round") is None and e.get("fresh_round") is None):
+            continue
+        if isinstance(o, (int, float)) and isinstance(w, (int, float)) and isinstance(h, (int, float)):
+            others += float(o)
+            wall += float(w) + float(h)
+    return others / wall / cpus if wall > 0 else None
 
 
 def scaling(rounds: list[dict], key: str = "cpu_s") -> float:

@@ -47,6 +47,10 @@ class Timing(StrictModel):
     # per CPU beside a docker sandbox (more neighbours did not lower it); at 0.65 a run beside two
     # per CPU read 0.658, and its failed speed check was not called inconclusive.
     min_cpu_share: float = Field(default=0.8, gt=0, le=1)
+    # Above it (the share of the sandbox's CPUs that processes outside it kept busy while either
+    # side was timed), a slow figure is inconclusive too: quiet reads 0.00-0.05, two spinners per
+    # CPU 0.5-0.7, whatever share the scheduler happened to give the reference.
+    max_other_cpu_share: float = Field(default=0.25, ge=0, le=1)
     # While the candidate is timed, its running thread's program counter every this much CPU
     # time (the kernel samples at its tick at the finest: 4 ms on a 250 Hz kernel)...
     sample_us: int = Field(default=1000, ge=100, le=100_000)

@@ -13,6 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from assay.verifiers.common.timing import others_share
 from assay.verifiers.kernel import runtime as rt
 from assay.verifiers.kernel.baseline import _compile_warm
 from assay.verifiers.kernel.check import (
@@ -25,6 +26,7 @@ from assay.verifiers.kernel.check import (
     _opwatch_path,
 )
 from assay.verifiers.kernel.judge import (
+    TRUSTED_SUBJECTS,
     Checks,
     compare,
     cpu_share,
@@ -181,7 +183,20 @@ def _timing(
     problems = list(result.get("integrity") or [])
     threads = result.get("reference_threads")
     share = cpu_share(log, threads)
-    contended = share is not None and share < tm.min_cpu_share
+    cpus = result.get("sandbox_cpus")
+    others = {side: others_share(log, subjects, cpus) for side, subjects in _SIDES.items()}
+    busy_why = []
+    if share is not None and share < tm.min_cpu_share:
+        busy_why.append(f"the reference got {share:.0%} of the {threads} CPUs it ran on, need {tm.min_cpu_share:.0%}")
+    for side, o in others.items():
+        # The scheduler does not always share the CPUs out alike: beside two spinners per CPU the
+        # reference once got 96% of its CPUs while the candidate's team waited for its threads.
+        if o is not None and o > tm.max_other_cpu_share:
+            busy_why.append(
+                f"other processes kept {o:.0%} of the sandbox's {cpus} CPUs busy while the {side} was timed, "
+                f"allowed {tm.max_other_cpu_share:.0%}"
+            )
+    contended = bool(busy_why)
     ratio = scaling(times["candidate"][1], "cpu_s")
     wall_ratio = scaling(times["candidate"][1], "wall_s")
     unscaled = None
@@ -276,11 +291,7 @@ def _timing(
     t_fast, where = t_cand, "warm"
     if fresh["candidate"][0] < t_cand:  # False for NaN
         t_fast, where = fresh["candidate"][0], "fresh"
-    busy = (
-        f"the reference got {share:.0%} of the {threads} CPUs it ran on, need {tm.min_cpu_share:.0%}"
-        if contended
-        else None
-    )
+    busy = "; ".join(busy_why) or None
     copy_per = [float(e["wall_s"]) / int(e["n"]) for e in times["copy"][1]]
     roof = judge_roofline(t_fast, where, copy_per, min_bytes, copy_bytes, crit.roofline.slack, busy)
     metrics["copy_bandwidth_best_gbs"] = round(min_bytes / roof.copy_best_s / 1e9, 3) if roof.copy_best_s > 0 else None
@@ -295,6 +306,7 @@ def _timing(
             f"credited at most {tm.fresh_slack}x that"
         )
     metrics["reference_cpu_share"] = None if share is None else round(share, 3)
+    metrics["others_cpu_share"] = {side: None if o is None else round(o, 3) for side, o in others.items()}
     metrics["timing_contended"] = contended
     passed = speed_eager >= need and not (contended and unscaled)
     if contended:
@@ -307,6 +319,10 @@ def _timing(
             else f"; taken on a busy machine ({why})"
         )
     checks.set("speed", passed, detail)
+
+
+# Whose timed rounds the neighbours' share is read over: each side's figure is its own rounds'.
+_SIDES = {"reference": TRUSTED_SUBJECTS, "candidate": ("candidate",)}
 
 
 def _phases(found) -> dict[str, float]:

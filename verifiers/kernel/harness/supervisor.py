@@ -56,6 +56,32 @@ def pids() -> set[int]:
     return out
 
 
+def busy_seconds(cpus: set[int]) -> float | None:
+    """Seconds the machine's CPUs in `cpus` have spent busy, whoever ran on them. /proc/stat is
+    not namespaced, so this counts every process on the host; steal (a hypervisor giving the
+    vCPU to another guest) counts as busy. Clock ticks: coarse, so judged summed over rounds."""
+    try:
+        with open("/proc/stat") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    total, found = 0, 0
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if name[3:].isdigit() and name.startswith("cpu") and int(name[3:]) in cpus:
+            v = [int(x) for x in rest.split()[:8]]
+            if len(v) == 8:  # user nice system idle iowait irq softirq steal
+                total += sum(v) - v[3] - v[4]
+                found += 1
+    return total / TICK if found else None
+
+
+def sandbox_cpu_seconds() -> float:
+    """CPU time of every process in this sandbox (its own pid namespace): the supervisor, the
+    workers and whatever the candidate started."""
+    return sum(cpu_ns(p) for p in pids()) / 1e9
+
+
 def stat_fields(pid: int, task: int | None = None) -> list[str] | None:
     """The fields after comm of a process's stat (or of one of its threads', `task`)."""
     path = f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat"
@@ -881,6 +907,8 @@ class Supervisor:
         self.trusted |= pids()
         ref_nice = nice(ref.pid)
         ref_affinity = os.sched_getaffinity(ref.pid)
+        our_cpus = os.sched_getaffinity(0)
+        result["sandbox_cpus"] = len(our_cpus)
         if plan.get("gate"):
             self.wait_gate(ref, plan["gate_timeout_s"])
             # What the verifier put in after this sandbox started belongs to the host's uid:
@@ -1002,11 +1030,13 @@ class Supervisor:
             # The worker reports each call's output; the audited ones' are read from its memory.
             w.audit.start_round(n, audited, answers)
             faults0, cpu0 = faults_of(s), cpu_of(s)
+            busy0, own0 = busy_seconds(our_cpus), sandbox_cpu_seconds()
             t0 = time.monotonic()
             # A fresh round's seed stays with the reference: the candidate reads what was written.
             w.send({"cmd": "round", "subject": s, "n": n, "seed": 0 if fresh else seed, "fresh": fresh, "first": first})
             self.expect(w, "done", t0 + deadline(s, n), f"a {'fresh' if fresh else 'timed'} round of {s}")
             t1 = time.monotonic()
+            busy1, own1 = busy_seconds(our_cpus), sandbox_cpu_seconds()
             reported = w.audit.end_round()
             if reported != n:
                 raise Stop(
@@ -1031,6 +1061,9 @@ class Supervisor:
                 "faults": faults_of(s) - faults0,
                 "flush_cpu_s": flush_cpu,
                 "flush_wall_s": flush_wall,
+                # What ran on the sandbox's CPUs during the round that was not the sandbox's:
+                # the neighbours' share of the machine, which the subject cannot lower.
+                "others_cpu_s": None if busy0 is None or busy1 is None else max(0.0, busy1 - busy0 - (own1 - own0)),
             }, keys
 
         self.phase = "calibration"
