@@ -9,12 +9,18 @@ Metrics: fast_1 (fraction of tasks correct and faster than eager), geomean speed
 memory-bound tasks (elementwise, row reductions) achieved GB/s over the copy bandwidth.
 --corpus runs examples/kernel/corpus instead: tasks in KernelBench's style, one family per
 file-name prefix (act, reduce, row, norm, gemm, fused), with a per-family summary.
+--verify also hands each winner to the kernel verifier (kernel-default) and records its verdict
+(pass, fail, inconclusive); --hog N keeps N spinning processes per CPU running the whole time,
+so `--corpus --verify --hog 2` asks whether any correct candidate is FAILed under load.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +40,38 @@ from _kernels_common import (  # noqa: E402
 )
 
 
-def run_task(sb, task: Path, backend: str, cache, reps: int, tune_budget: float | None, baselines, bar) -> dict:
+@contextlib.contextmanager
+def hog(per_cpu: int):
+    """per_cpu spinning processes per CPU, for as long as the block runs."""
+    spin = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(per_cpu * (os.cpu_count() or 1))
+    ]
+    try:
+        yield
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+
+
+def verdict(task: Path, cand: Path, sandbox: str, bar) -> dict:
+    """The verifier's word on the winner, as a pipeline would get it."""
+    from assay.verifiers.kernel import verify_kernel
+
+    bar(f"{task.stem}: verify")
+    report = verify_kernel(task, cand, "kernel-default", backend=sandbox)
+    m = report.metrics
+    return {
+        "verdict": "pass" if report.passed else "inconclusive" if report.inconclusive else "fail",
+        "verdict_reasons": [r[:240] for r in report.reasons],
+        "verified_speedup_vs_eager": m.get("speedup_vs_eager"),
+        "verified_cpu_share": m.get("reference_cpu_share"),
+    }
+
+
+def run_task(
+    sb, task: Path, backend: str, cache, reps: int, tune_budget: float | None, baselines, bar, verify: str | None = None
+) -> dict:
     from assay.kernels import NoTemplate, autotune, benchmark, inspect_task, plan, render
 
     row: dict = {"task": task.stem}
@@ -77,6 +114,8 @@ def run_task(sb, task: Path, backend: str, cache, reps: int, tune_budget: float 
             row["bandwidth_fraction"] = b.bandwidth_fraction
             row["bandwidth_fraction_best"] = b.bandwidth_fraction_best
             row["bandwidth_fraction_large"] = b.bandwidth_fraction_large
+    if verify is not None and b.ok:
+        row.update(verdict(task, cand, verify, bar))
     row["wall_s"] = round(time.time() - t0, 1)
     return row
 
@@ -135,6 +174,14 @@ def summarise(rows: list[dict], backend: str) -> dict:
         "bandwidth_fraction_run_best": fractions("bandwidth_fraction_run_best"),
         "copy_gbps_large_best": copy_best,
     }
+    verified = [r for r in rows if r.get("verdict")]
+    if verified:
+        out["verdicts"] = {v: sum(1 for r in verified if r["verdict"] == v) for v in ("pass", "inconclusive", "fail")}
+        # A candidate the benchmark found correct that the verifier FAILs: either a false
+        # rejection, or a check the benchmark does not make (its reasons say which).
+        out["correct_but_failed"] = [
+            {"task": r["task"], "reasons": r["verdict_reasons"]} for r in verified if r["verdict"] == "fail"
+        ]
     return out
 
 
@@ -163,6 +210,17 @@ def markdown(summary: dict, rows: list[dict], mach: dict, seconds: float) -> str
         f"{_fractions(summary['bandwidth_fraction_run_best'])}",
         f"- from best repetitions instead of medians: fast_1 {summary['fast_1_min']:.2f}, vs eager "
         f"{(summary['geomean_speedup_vs_eager_min'] or 0):.2f}x, vs torch.compile {(summary['geomean_speedup_vs_compile_min'] or 0):.2f}x",
+        *(
+            [
+                f"- verifier verdicts (kernel-default): pass {summary['verdicts']['pass']}, inconclusive "
+                f"{summary['verdicts']['inconclusive']}, fail {summary['verdicts']['fail']}"
+                + "".join(
+                    f"; {x['task']} failed: {'; '.join(x['reasons'])[:200]}" for x in summary["correct_but_failed"]
+                )
+            ]
+            if summary.get("verdicts")
+            else []
+        ),
         "",
         "| family | tasks | correct | fast_1 | geomean vs eager | geomean vs compile |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -198,6 +256,8 @@ def main() -> None:
     ap.add_argument("--cache", action="store_true", help="use (and fill) the real autotune cache")
     ap.add_argument("--write-results", action="store_true", help="update the Kernels section of bench/RESULTS.md")
     ap.add_argument("--summarise", metavar="RUN.json", help="re-summarise a saved run's per-task rows, run nothing")
+    ap.add_argument("--verify", action="store_true", help="verify each winner (kernel-default) and record the verdict")
+    ap.add_argument("--hog", type=int, default=0, metavar="N", help="N spinning processes per CPU during the run")
     args = ap.parse_args()
 
     if args.summarise:
@@ -230,7 +290,8 @@ def main() -> None:
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         cache = AutotuneCache.open() if args.cache else AutotuneCache([LocalStore(Path(tmp) / "autotune.jsonl")])
-        with kernel_sandbox(args.sandbox) as sb, progress() as prog:
+        busy = hog(args.hog) if args.hog else contextlib.nullcontext()
+        with busy, kernel_sandbox(args.sandbox) as sb, progress() as prog:
             bar = prog.add_task("kernels", total=len(tasks))
             for task in tasks:
 
@@ -238,7 +299,17 @@ def main() -> None:
                     prog.update(_bar, description=msg)
 
                 try:
-                    row = run_task(sb, task, args.backend, cache, args.reps, args.tune_budget, baselines, say)
+                    row = run_task(
+                        sb,
+                        task,
+                        args.backend,
+                        cache,
+                        args.reps,
+                        args.tune_budget,
+                        baselines,
+                        say,
+                        args.sandbox if args.verify else None,
+                    )
                 except Exception as exc:  # one broken task must not hide the others' figures
                     row = {"task": task.stem, "ok": False, "reason": f"{type(exc).__name__}: {exc}"[:300]}
                 rows.append(row)
@@ -247,10 +318,11 @@ def main() -> None:
                     f"{task.stem}: vs eager {row.get('speedup_vs_eager') or 0:.2f}x, vs compile "
                     f"{row.get('speedup_vs_compile') or 0:.2f}x, bw {row.get('bandwidth_fraction') or 0:.2f}"
                     + ("" if row.get("correct") else f"  [{row.get('reason') or row.get('detail')}]")
+                    + (f", verdict {row['verdict']}" if row.get("verdict") else "")
                 )
     summary = summarise(rows, args.backend)
     seconds = time.time() - t0
-    out = {**summary, "machine": mach, "seconds": round(seconds, 1), "per_task": rows}
+    out = {**summary, "machine": mach, "seconds": round(seconds, 1), "hog_per_cpu": args.hog, "per_task": rows}
     if args.write_results:
         title = "### Corpus (cpp backend)" if args.corpus else "### Suite (cpp backend)"
         write_section(subsection(title, markdown(summary, rows, mach, seconds)))
