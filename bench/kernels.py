@@ -266,9 +266,8 @@ def main() -> None:
         summary = summarise(rows, saved.get("backend", "cpp"))
         out = {**summary, "machine": saved["machine"], "seconds": saved["seconds"], "per_task": rows}
         if args.write_results:
-            write_section(
-                subsection("### Suite (cpp backend)", markdown(summary, rows, saved["machine"], saved["seconds"]))
-            )
+            title = "### Corpus (cpp backend)" if args.corpus else "### Suite (cpp backend)"
+            write_section(subsection(title, markdown(summary, rows, saved["machine"], saved["seconds"])))
         print(json.dumps(out, indent=1, default=str))
         return
 
