@@ -14,6 +14,28 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "kernel"
 
 
+def load_module(name: str, path: Path):
+    """A task or candidate file imported under its own module name, in this process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def one_expression_task(folder: Path, name: str, expr: str, shape: str = "8, 300, 70") -> Path:
+    """A task whose Model returns `expr` of its one input x, of this shape."""
+    path = folder / f"{name}.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        f"    def forward(self, x):\n        return {expr}\n\n\n"
+        f"def get_inputs():\n    return [torch.randn({shape})]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    return path
+
+
 def shrink(task: Path, dest: Path, name: str | None = None) -> Path:
     """Copy a task with its module-level integer sizes made small and odd."""
     from assay.kernels.task import shrunk

@@ -4,13 +4,14 @@ from the traced graph, rendered, built and run against the task's own Model, NaN
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from assay.kernels import NoTemplate, TaskInfo, plan, render
 from assay.kernels.runner import inspect_tasks
+
+from .conftest import load_module, one_expression_task
 
 torch = pytest.importorskip("torch")
 
@@ -28,37 +29,20 @@ CASES = [
 ]
 
 
-def _task(folder: Path, name: str, expr: str) -> Path:
-    path = folder / f"{name}.py"
-    path.write_text(
-        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-        f"    def forward(self, x):\n        return {expr}\n\n\n"
-        "def get_inputs():\n    return [torch.randn(8, 300, 70)]\n\n\ndef get_init_inputs():\n    return []\n"
-    )
-    return path
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_each_normalisation_matches_torch_over_its_dim_with_nan(ksb, task_dir, monkeypatch, tmp_path):
     monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
-    tasks = [_task(task_dir, f"norm{n}", expr) for n, expr in enumerate(CASES)]
+    tasks = [one_expression_task(task_dir, f"norm{n}", expr) for n, expr in enumerate(CASES)]
     for n, (expr, task, info) in enumerate(zip(CASES, tasks, inspect_tasks(ksb, tasks), strict=True)):
         p = plan(info)
         assert not isinstance(p, NoTemplate), (expr, p.reason)
         assert p[0].template.kind == "dimreduce", (expr, p[0].template.kind)
-        ref = _load(f"norm_task{n}", task).Model()
+        ref = load_module(f"norm_task{n}", task).Model()
         # Every configuration (column block size) for one case; the first for the others.
         configs = p[0].space.configs if n == 0 else p[0].space.configs[:1]
         for k, config in enumerate(configs):
             cand = task_dir / f"norm{n}_new{k}.py"
             cand.write_text(render(p[0].template, config))
-            new = _load(f"norm_cand{n}_{k}", cand).ModelNew()
+            new = load_module(f"norm_cand{n}_{k}", cand).ModelNew()
             # The task's size, a column count under one vector, a reduced dim of one, and NaN.
             for shape, nan in (((8, 300, 70), False), ((8, 300, 70), True), ((3, 5, 1), True), ((2, 1, 33), False)):
                 x = torch.randn(*shape)

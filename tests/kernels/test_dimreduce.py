@@ -3,12 +3,13 @@ rendered, built and run against the task's own Model, NaN and ties included."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from assay.kernels import NoTemplate, TaskInfo, inspect_task, plan, render
+
+from .conftest import load_module, one_expression_task
 
 torch = pytest.importorskip("torch")
 
@@ -25,37 +26,20 @@ CASES = [
 ]
 
 
-def _task(folder: Path, name: str, expr: str) -> Path:
-    path = folder / f"{name}.py"
-    path.write_text(
-        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-        f"    def forward(self, x):\n        return {expr}\n\n\n"
-        "def get_inputs():\n    return [torch.randn(8, 300, 70)]\n\n\ndef get_init_inputs():\n    return []\n"
-    )
-    return path
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_each_reduction_matches_torch_over_every_dim_with_nan_and_ties(ksb, task_dir, monkeypatch, tmp_path):
     monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
     for n, expr in enumerate(CASES):
-        task = _task(task_dir, f"reduce{n}", expr)
+        task = one_expression_task(task_dir, f"reduce{n}", expr)
         p = plan(inspect_task(ksb, task))
         assert not isinstance(p, NoTemplate), (expr, p.reason)
         assert p[0].template.kind == "dimreduce"
-        ref = _load(f"reduce_task{n}", task).Model()
+        ref = load_module(f"reduce_task{n}", task).Model()
         # Every configuration (column block size) for one case; the first for the others.
         configs = p[0].space.configs if "argmax" in expr else p[0].space.configs[:1]
         for k, config in enumerate(configs):
             cand = task_dir / f"reduce{n}_new{k}.py"
             cand.write_text(render(p[0].template, config))
-            new = _load(f"reduce_cand{n}_{k}", cand).ModelNew()
+            new = load_module(f"reduce_cand{n}_{k}", cand).ModelNew()
             for shape, nan in (((8, 300, 70), False), ((8, 300, 70), True), ((3, 5, 1), True), ((2, 1, 33), False)):
                 x = torch.randn(*shape)
                 x.view(-1)[5] = x.view(-1)[6] = 4.0  # a tie for the largest

@@ -9,6 +9,8 @@ import pytest
 from assay.kernels import NoTemplate, TaskInfo, inspect_task, plan
 from assay.kernels.patterns import recognise
 
+from .conftest import load_module
+
 
 def info(nodes, inputs, params=(), output=None, replays=True, steps=None):
     return TaskInfo.from_json(
@@ -202,15 +204,7 @@ def test_constants_other_than_the_rendered_ones_take_the_general_loop(ksb, task_
     monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
     cand = task_dir / "softplus_beta_new.py"
     cand.write_text(render(p.template, p.space.configs[0]))
-    import importlib.util
-
-    def load(name, path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-
-    ref, new = load("sp_task", task), load("sp_cand", cand)
+    ref, new = load_module("sp_task", task), load_module("sp_cand", cand)
     x = torch.randn(4096) * 4
     for beta in (1.0, 2.5, 0.5):
         want = ref.Model(beta)(x)
@@ -228,8 +222,6 @@ def test_weights_made_in_a_way_the_recipe_cannot_replay_come_from_the_tasks_own_
     """randn * 0.1 + 1 after a submodule: no replay recipe matches it, so the candidate keeps
     the task's constructor (as KernelBench candidates do) and the same seed gives both the same
     weights."""
-    import importlib.util
-
     import torch
 
     from assay.kernels import render
@@ -250,13 +242,7 @@ def test_weights_made_in_a_way_the_recipe_cannot_replay_come_from_the_tasks_own_
     cand.write_text(render(p.template, p.space.configs[0]))
     assert "self.scale = nn.Parameter(torch.randn(channels) * 0.1 + 1.0)" in cand.read_text()
 
-    def load(name, path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-
-    ref, new = load("own_task", task), load("own_cand", cand)
+    ref, new = load_module("own_task", task), load_module("own_cand", cand)
     torch.manual_seed(3)
     want_model = ref.Model()
     torch.manual_seed(3)
@@ -269,8 +255,6 @@ def test_weights_made_in_a_way_the_recipe_cannot_replay_come_from_the_tasks_own_
 def test_layer_norm_over_several_trailing_dims_is_one_row_each(ksb, task_dir, monkeypatch, tmp_path):
     """KernelBench's LayerNorm normalises over the last three dims: each row is their product, and
     the (3-D) weight and bias lie along it in the same order."""
-    import importlib.util
-
     import torch
 
     from assay.kernels import render
@@ -291,13 +275,7 @@ def test_layer_norm_over_several_trailing_dims_is_one_row_each(ksb, task_dir, mo
     cand = task_dir / "layernorm3_new.py"
     cand.write_text(render(p[0].template, p[0].space.configs[0]))
 
-    def load(name, path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-
-    ref, new = load("ln3_task", task), load("ln3_cand", cand)
+    ref, new = load_module("ln3_task", task), load_module("ln3_cand", cand)
     torch.manual_seed(5)
     want_model = ref.Model((8, 16, 32))
     torch.manual_seed(5)
