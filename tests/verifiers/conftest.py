@@ -7,6 +7,10 @@ backend works, a failure in CI.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -50,6 +54,25 @@ class ScriptedAnswers:
 @pytest.fixture
 def scripted_answers():
     return ScriptedAnswers
+
+
+@contextlib.contextmanager
+def _spinning(per_cpu: int):
+    spin = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(per_cpu * (os.cpu_count() or 1))
+    ]
+    try:
+        yield
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+
+
+@pytest.fixture
+def cpu_hog():
+    """`with cpu_hog(n):` keeps n spinning processes per CPU running beside the block."""
+    return _spinning
 
 
 @pytest.fixture(scope="session")

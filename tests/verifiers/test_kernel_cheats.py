@@ -11,7 +11,6 @@ Two layers, two tests per cheat:
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
@@ -77,7 +76,7 @@ def test_runtime_check_rejects_on_its_own(name, runtime_reference, need):
 
 
 @pytest.mark.slow
-def test_a_busy_machine_makes_a_failed_speed_check_say_inconclusive(runtime_reference, need):
+def test_a_busy_machine_makes_a_failed_speed_check_say_inconclusive(runtime_reference, need, cpu_hog):
     """A busy neighbour slows every subject, and not alike (an OpenMP team waits for its
     descheduled thread), so a speed figure taken then says more about the neighbour than about
     the candidate: the verdict still fails, and says the machine was too busy to time. Busy
@@ -87,19 +86,11 @@ def test_a_busy_machine_makes_a_failed_speed_check_say_inconclusive(runtime_refe
     sandbox. The share of the sandbox's CPUs the spinners kept busy while each side was timed
     (from the host's counters, less the sandbox's own CPU time) does not depend on that: it
     must read above the criteria's maximum, and either figure makes the failure inconclusive."""
-    import subprocess
-    import sys
-
     ref, detail = runtime_reference
     need(ref is not None, detail)
     tm = ref.criteria.timing
-    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))]
-    try:
+    with cpu_hog(2):
         report = verify_candidate(ref, CHEATS / "slow_honest.py")
-    finally:
-        for p in spin:
-            p.kill()
-            p.wait()
     speed = report.check("speed")
     assert speed is not None and not speed.passed and not report.passed, report.reasons
     m = report.metrics

@@ -63,25 +63,16 @@ def test_honest_softmax_passes_every_check_but_speed_is_measured(name, backend, 
 
 
 @pytest.mark.slow
-def test_an_honest_kernel_beside_a_cpu_hog_passes_or_is_inconclusive_never_fails(backend, kernel_cache):
+def test_an_honest_kernel_beside_a_cpu_hog_passes_or_is_inconclusive_never_fails(backend, kernel_cache, cpu_hog):
     """The KernelBench style that was once failed under load (load_inline, torch::empty_like, a
     plain OpenMP loop), verified beside two spinning processes per CPU: the load slows the
     reference, the copy baseline and the candidate, and not alike, so speed and roofline may not
     be judged. The verdict passes, or says inconclusive with the contention it measured; it
     never fails the kernel (bench/kernels.py --verify --hog runs the same over the corpus)."""
-    import os
-    import subprocess
-    import sys
-
-    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))]
-    try:
+    with cpu_hog(2):
         report = verify_kernel(
             SOFTMAX, HERE / "honest" / "softmax_omp.py", "kernel-test", backend=backend, cache_dir=kernel_cache
         )
-    finally:
-        for p in spin:
-            p.kill()
-            p.wait()
     failed = [c.name for c in report.checks if not c.passed]
     # Only the checks whose figures the load decides may fail, and then the verdict says why.
     assert set(failed) <= {"speed", "roofline"}, report.reasons
