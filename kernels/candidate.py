@@ -2,8 +2,9 @@
 
 The candidate is self-contained: it carries its C++ source, builds it through
 torch.utils.cpp_extension.load (cached by source hash under ASSAY_KERNEL_BUILD_DIR, else
-./.assay-build), and calls it through ctypes with data pointers. Its forward allocates the
-output with torch.empty and calls the kernel: no torch compute op, no call of the reference.
+./.assay-build) as a Python module, and its forward is one call of that module: the C entry
+(cpp_entry) checks the operands, allocates the output with at::empty and runs the kernel. No
+torch compute op, no call of the reference.
 ModelNew's constructor rebuilds the reference's parameters in the same order from the same RNG
 stream (the recipe the harness proved by replay), so a verifier seeding both gets equal weights.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from assay.kernels import cpp_entry
 from assay.kernels.pointwise import Chain
 
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", "-fno-math-errno"]
@@ -48,16 +50,12 @@ def own_preamble(info) -> str:
 
 def init_lines(info, consts: list[dict], as_list: bool = False) -> list[str]:
     """Statements of ModelNew.__init__ after super().__init__(). The kernel's runtime constants
-    become self._k: a ctypes float array (cpp) or a list (triton, `as_list`)."""
+    become self._k: a tuple of floats (cpp) or a list (triton, `as_list`)."""
     recipe = info.init_recipe
     symbols = recipe.get("symbols", {})
     cmap = recipe.get("constants", {})
     vals = [f"float(_init[{cmap[c['path']]}])" if c.get("path") in cmap else repr(float(c["value"])) for c in consts]
-    k_line = (
-        f"self._k = [{', '.join(vals) or '0.0'}]"
-        if as_list
-        else f"self._k = (ctypes.c_float * {max(1, len(vals))})({', '.join(vals)})"
-    )
+    k_line = f"self._k = [{', '.join(vals) or '0.0'}]" if as_list else f"self._k = ({''.join(v + ', ' for v in vals)})"
     if uses_own_init(info):
         # The task's own constructor, as KernelBench candidates keep it: same modules, same
         # order, so the verifier's seed gives both the same weights.
@@ -106,91 +104,22 @@ def _ref_expr(info, ref: str, names: list[str]) -> str:
     return "self." + info.params[int(ref[2:])]["name"]
 
 
-def _leaf_dims(chain: Chain, shape_var: str) -> list[str]:
-    out = []
-    for leaf in chain.leaves:
-        if leaf["kind"] == "tail":
-            out.append(f"_prod({shape_var}[{leaf['a']}:])")
-        elif leaf["kind"] == "row":
-            out.append(f"_prod({shape_var}[{leaf['b']}:-1])")
-            out.append(f"_prod({shape_var}[{leaf['a']}:{leaf['b']}])")
-    return out
-
-
-def forward_lines(kind: str, spec: dict, info, names: list[str]) -> list[str]:
-    """Body of ModelNew.forward: check, allocate, call. Locals start with _ so the forward can
-    keep the reference's argument names."""
+def entry_forward(kind: str, spec: dict, info, names: list[str]) -> list[str]:
+    """Body of a cpp ModelNew.forward: the operands, in cpp_entry's order, to one C call."""
     if kind == "elementwise":
-        chain = Chain.from_json(spec["chain"])
-        leaves = [_ref_expr(info, leaf["ref"], names) for leaf in chain.leaves]
-        full = next(j for j, leaf in enumerate(chain.leaves) if leaf["kind"] == "full")
-        # The kernel walks contiguous segments of `_seg` elements; within one, every tail leaf is
-        # contiguous and every row leaf constant. The longest such segment is the gcd of the tail
-        # periods and the row leaves' runs (for a (C,1,1) multiplier on NCHW: H*W, not W).
-        runs, dims = [], []
-        for leaf in chain.leaves:
-            if leaf["kind"] == "tail":
-                runs.append(f"_prod(_shape[{leaf['a']}:])")
-            elif leaf["kind"] == "row":
-                runs.append(f"_prod(_shape[{leaf['b']}:])")
-        k = 0
-        for leaf in chain.leaves:
-            if leaf["kind"] == "tail":
-                dims.append(f"_runs[{k}]")
-                k += 1
-            elif leaf["kind"] == "row":
-                dims += [f"_runs[{k}] // _seg", f"_prod(_shape[{leaf['a']}:{leaf['b']}])"]
-                k += 1
-        return [
-            f"_ts = ({', '.join(leaves)},)",
-            "_check(_ts)",
-            f"_shape = _ts[{full}].shape",
-            "_out = torch.empty(_shape, dtype=torch.float32)",
-            "_numel = _out.numel()",
-            f"_runs = [{', '.join(runs)}]",
-            "_seg = math.gcd(*_runs) if _runs else _numel",
-            f"_dims = [_numel, max(_seg, 1), {', '.join(dims)}]",
-            "_run(_variant, (_out,) + _ts, _dims, self._k)",
-            "return _out",
-        ]
-    if kind == "dimreduce":
-        from assay.kernels import dimreduce
-
-        return dimreduce.forward_lines(spec, _ref_expr(info, spec["x"], names))
-    if kind == "rowreduce":
-        ts = [_ref_expr(info, spec["x"], names)]
-        ts += [_ref_expr(info, spec[k], names) for k in ("weight", "bias") if spec.get(k)]
-        return [
-            f"_ts = ({', '.join(ts)},)",
-            "_check(_ts)",
-            "_x = _ts[0]",
-            "_out = torch.empty(_x.shape, dtype=torch.float32)",
-            f"_cols = _prod(_x.shape[-{spec.get('row_dims', 1)}:])",
-            "_run(_variant, (_out,) + _ts, [_x.numel() // max(_cols, 1), _cols], self._k)",
-            "return _out",
-        ]
-    if kind == "matmul":
-        chain = Chain.from_json(spec["chain"])
-        a, b = _ref_expr(info, spec["a"], names), _ref_expr(info, spec["b"], names)
-        leaves = [_ref_expr(info, leaf["ref"], names) for leaf in chain.leaves]
-        n_expr = "_b.shape[0]" if spec["layout"] == "nk" else "_b.shape[1]"
-        return [
-            f"_a, _b = {a}, {b}",
-            f"_ts = (_a, _b, {', '.join(leaves)})",
-            "_check(_ts)",
-            "_k = _a.shape[-1]",
-            f"_n = {n_expr}",
-            "_shape = (*_a.shape[:-1], _n)",
-            "_out = torch.empty(_shape, dtype=torch.float32)",
-            f"_dims = [_a.numel() // max(_k, 1), _n, _k, {', '.join(_leaf_dims(chain, '_shape'))}]",
-            "_run(_variant, (_out,) + _ts, _dims, self._k)",
-            "return _out",
-        ]
-    raise ValueError(kind)
+        refs = [leaf["ref"] for leaf in Chain.from_json(spec["chain"]).leaves]
+    elif kind in ("dimreduce",):
+        refs = [spec["x"]]
+    elif kind == "rowreduce":
+        refs = [spec["x"]] + [spec[k] for k in ("weight", "bias") if spec.get(k)]
+    elif kind == "matmul":
+        refs = [spec["a"], spec["b"]] + [leaf["ref"] for leaf in Chain.from_json(spec["chain"]).leaves]
+    else:
+        raise ValueError(kind)
+    return [f"return _KERNEL(_variant, self._k, {', '.join(_ref_expr(info, r, names) for r in refs)})"]
 
 
-PRELUDE = '''import ctypes
-import hashlib
+PRELUDE = '''import hashlib
 import math
 import os
 
@@ -221,35 +150,15 @@ def _load():
     if not os.path.exists(src):
         tmp = f"{{src}}.{{os.getpid()}}"
         with open(tmp, "w") as f:
-            f.write(_SOURCE)
+            # The module's init function is named for the hash, so it cannot be in _SOURCE.
+            f.write(_SOURCE + f"\\nPyMODINIT_FUNC PyInit_assay_k{{tag}}(void) {{{{ return assay_init(\\"assay_k{{tag}}\\"); }}}}\\n")
         os.replace(tmp, src)
-    so = load(name="assay_k" + tag, sources=[src], extra_cflags=_CFLAGS, extra_ldflags=["-fopenmp"],
-              build_directory=build, is_python_module=False, verbose=False)
-    lib = ctypes.CDLL(so)
-    fn = lib.assay_kernel
-    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    return fn
+    module = load(name="assay_k" + tag, sources=[src], extra_cflags=_CFLAGS, extra_ldflags=["-fopenmp"],
+                  build_directory=build, is_python_module=True, verbose=False)
+    return module.call
 
 
 _KERNEL = _load()
-
-
-def _prod(dims):
-    return math.prod(dims)
-
-
-def _check(ts):
-    for t in ts:
-        if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
-            raise ValueError("this kernel takes contiguous float32 CPU tensors")
-
-
-def _run(variant, ts, dims, consts):
-    ptrs = (ctypes.c_void_p * len(ts))(*[t.data_ptr() for t in ts])
-    d = (ctypes.c_long * max(1, len(dims)))(*dims)
-    if _KERNEL(variant, ptrs, d, consts) != 0:
-        raise RuntimeError(f"kernel variant {{variant}} does not exist")
 '''
 
 
@@ -294,9 +203,10 @@ def render_candidate(
         f'"""assay candidate: {template} template, configuration {json.dumps(configs[selected])}.\n\n'
         'Generated by the kernel playbook from the task graph; see assay.kernels."""\n\n'
     )
+    source = cpp_entry.HEAD + source + cpp_entry.entry_source(kind, spec)
     body = PRELUDE.format(source=source, cflags=repr(CFLAGS), variants=json.dumps(configs), selected=selected)
     init = "\n        ".join(init_lines(info, consts))
-    fwd_body = "\n        ".join(forward_lines(kind, spec, info, names))
+    fwd_body = "\n        ".join(entry_forward(kind, spec, info, names))
     cls = f"""{own_preamble(info)}
 
 class ModelNew(nn.Module):

@@ -173,21 +173,3 @@ static void dimreduce(float* out, const float* const* L, const long* D, const fl
 }}
 """
     return kernels + _dispatch([f"&dimreduce<{c['ib']}>" for c in configs])
-
-
-def forward_lines(spec: dict, x_expr: str) -> list[str]:
-    """ModelNew.forward for this reduction: the output shaped as torch shapes it."""
-    dim, keep = spec["dim"], spec["keepdim"]
-    dtype = "torch.int64" if spec["out_dtype"] == "int64" else "torch.float32"
-    kept = "(1,)" if keep else "()"
-    if spec["op"] in NORM_OPS:
-        kept = "_shape[_d : _d + 1]"
-    return [
-        f"_x = {x_expr}",
-        "_check((_x,))",
-        "_shape = tuple(_x.shape)",
-        f"_d = {dim}",
-        f"_out = torch.empty(_shape[:_d] + {kept} + _shape[_d + 1 :], dtype={dtype})",
-        "_run(_variant, (_out, _x), [_prod(_shape[:_d]), _shape[_d], _prod(_shape[_d + 1 :])], self._k)",
-        "return _out",
-    ]

@@ -253,6 +253,12 @@ def cpp(code: str) -> str:
             "#include <time.h>\ntorch::Tensor f(torch::Tensor x) { timer_delete(0); return x; }",
             "source_no_system_access",
         ),
+        # One allowed name of at::detail is not the namespace: its other functions stay refused,
+        # however the qualifier is spaced or nested.
+        ("torch::Tensor f(torch::Tensor x) { return at::detail::make_tensor_base(x); }", "source_no_torch_compute"),
+        ("torch::Tensor f(torch::Tensor x) { return at :: detail :: empty_meta(x); }", "source_no_torch_compute"),
+        ("torch::Tensor f(torch::Tensor x) { return at::detail::empty_cpu::softmax(x); }", "source_no_torch_compute"),
+        ("torch::Tensor f(torch::Tensor x) { using namespace at::detail; return x; }", "source_no_torch_compute"),
     ],
 )
 def test_inline_cpp_rules(code, check):
@@ -267,6 +273,19 @@ def test_plain_cpp_kernel_with_openmp_is_allowed():
         "  // comments may say at::softmax or exit(0) freely\n"
         "  #pragma omp parallel for\n"
         "  for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i] > 0.f ? a[i] : 0.f;\n"
+        "  return out;\n}"
+    )
+    assert failed(cpp(code)) == set()
+
+
+def test_an_entry_on_tensor_base_and_torch_empty_allocation_is_allowed():
+    """What kernels/cpp_entry.py writes: the tensor's base type, its raw pointers, and the CPU
+    allocation torch.empty itself makes."""
+    code = (
+        "at::TensorBase f(const at::TensorBase& x) {\n"
+        "  at::TensorBase out = at::detail::empty_cpu(x.sizes(), c10::kFloat, false, std::nullopt);\n"
+        "  const float* a = (const float*)x.const_data_ptr(); float* b = (float*)out.mutable_data_ptr();\n"
+        "  for (int64_t i = 0; i < x.numel(); ++i) b[i] = a[i];\n"
         "  return out;\n}"
     )
     assert failed(cpp(code)) == set()

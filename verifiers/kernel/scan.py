@@ -636,8 +636,11 @@ def scan_cpp(texts: list[tuple[int, str]], criteria: Criteria) -> list[Finding]:
     methods = tensor_names() - set(criteria.scan.allowed_tensor_methods) - _plain_type_methods()
     for line, raw in texts:
         text = _strip_cpp_comments(raw)
-        for m in re.finditer(r"\b(at|torch|c10)\s*::\s*(\w+)", text):
+        for m in re.finditer(r"\b(at|torch|c10)\s*::\s*(\w+)(?:\s*::\s*(\w+))?", text):
             ns, name = m.group(1), m.group(2)
+            # A qualified entry ("detail::empty_cpu") allows that one name of a namespace, not the rest.
+            if m.group(3) and f"{name}::{m.group(3)}" in allowed and not re.match(r"\s*::", text[m.end() :]):
+                continue
             if name not in allowed and not (ns == "c10" and name in ("irange", "Half", "BFloat16", "ScalarType")):
                 findings.append(Finding("source_no_torch_compute", line, f"C++ calls {ns}::{name}"))
         for m in re.finditer(r"[.>]\s*([a-z_][a-z0-9_]*)\s*\(", text):
