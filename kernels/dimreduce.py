@@ -125,6 +125,21 @@ def source(spec: dict, configs: list[dict], vecmath: str) -> str:
         index = op in INDEX_OPS
         store = "yi[o] = (int64_t)k;" if index else "y[o] = b;"
         store_block = "yi[i] = (int64_t)idx[i];" if index else "y[i] = best[i];"
+        if index:
+            row = f"""      float b = xr[0]; long k = 0;
+      for (long r = 1; r < R && b == b; ++r) {{
+        const float v = xr[r];
+        if ({better} || v != v) {{ b = v; k = r; }}
+      }}
+      {store}"""
+        else:
+            # A value has no tie to break, so the row vectorises: the extreme by SIMD lanes and,
+            # beside it, whether any NaN was seen (which then is the answer, as in torch).
+            red = "max" if op == "amax" else "min"
+            row = f"""      float b = xr[0]; int nan = 0;
+#pragma omp simd reduction({red}:b) reduction(|:nan)
+      for (long r = 0; r < R; ++r) {{ const float v = xr[r]; b = {better} ? v : b; nan |= v != v; }}
+      y[o] = nan ? __builtin_nanf("") : b;"""
         body = f"""
   // NaN wins and stays; the first extreme wins ties (strict comparison), as in torch
   int64_t* yi = (int64_t*)out; float* y = out; (void)yi; (void)y;
@@ -132,12 +147,7 @@ def source(spec: dict, configs: list[dict], vecmath: str) -> str:
 #pragma omp parallel for schedule(static) if (outer * R > 32768)
     for (long o = 0; o < outer; ++o) {{
       const float* xr = x + o * R;
-      float b = xr[0]; long k = 0;
-      for (long r = 1; r < R && b == b; ++r) {{
-        const float v = xr[r];
-        if ({better} || v != v) {{ b = v; k = r; }}
-      }}
-      (void)k; {store}
+{row}
     }}
     return;
   }}
