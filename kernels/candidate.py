@@ -78,7 +78,10 @@ def init_lines(info, consts: list[dict], as_list: bool = False) -> list[str]:
             args = []
             for key, val in step["ctor"].items():
                 sym = symbols.get(f"{s}.ctor.{key}")
-                if sym is not None:
+                whole = symbols.get(f"{s}.ctor.{key}.all")
+                if whole is not None:
+                    args.append(f"{key}=tuple(_init[{whole}])")
+                elif sym is not None:
                     args.append(f"{key}=(_init[{sym}],)" if isinstance(val, list) else f"{key}=_init[{sym}]")
                 else:
                     args.append(f"{key}={val!r}")

@@ -244,6 +244,9 @@ def symbolise(task, init, steps, torch, seed):
                         and y == [v + 3]
                     ):
                         symbols[f"{s}.ctor.{key}"] = i
+                    elif isinstance(x, list) and isinstance(v, (tuple, list)) and x == list(v) and y == list(bumped[i]):
+                        # The whole argument (LayerNorm's normalized_shape given as a tuple).
+                        symbols[f"{s}.ctor.{key}.all"] = i
     return symbols
 
 
