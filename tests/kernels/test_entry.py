@@ -98,3 +98,41 @@ def test_the_matmul_entry_checks_the_inner_size(ksb, task_dir, monkeypatch, tmp_
             assert torch.allclose(new(x), ref(x), rtol=1e-5, atol=1e-5), shape
         with pytest.raises(ValueError, match="inner sizes differ"):
             new(torch.randn(5, 12))
+
+
+LAYERNORM_TUPLE = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, normalized_shape: tuple):
+        super().__init__()
+        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)
+
+    def forward(self, x):
+        return self.ln(x)
+
+
+dim = 48
+
+
+def get_inputs():
+    return [torch.randn(6, dim)]
+
+
+def get_init_inputs():
+    return [(dim,)]
+"""
+
+
+def test_a_tuple_constructor_argument_sizes_the_candidates_module(ksb, task_dir, monkeypatch, tmp_path):
+    """The verifier builds both models at other sizes: a weight rendered at the task's literal
+    size would be refused by the entry (or, before it, read past its end)."""
+    monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
+    task, cand = _candidate(ksb, task_dir, "entry_ln", LAYERNORM_TUPLE)
+    for d in (48, 80):
+        ref, new = task.Model((d,)), cand.ModelNew((d,))
+        assert new.ln.weight.shape == (d,)
+        x = torch.randn(6, d)
+        with torch.no_grad():
+            assert torch.allclose(new(x), ref(x), rtol=1e-5, atol=1e-5), d
