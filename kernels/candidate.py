@@ -3,7 +3,8 @@
 The candidate is self-contained: it carries its C++ source, builds it through
 torch.utils.cpp_extension.load (cached by source hash under ASSAY_KERNEL_BUILD_DIR, else
 ./.assay-build) as a Python module, and its forward is one call of that module: the C entry
-(cpp_entry) checks the operands, allocates the output with at::empty and runs the kernel. No
+(cpp_entry) checks the operands, allocates the output (torch.empty's own CPU allocation) and
+runs the kernel. No
 torch compute op, no call of the reference.
 ModelNew's constructor rebuilds the reference's parameters in the same order from the same RNG
 stream (the recipe the harness proved by replay), so a verifier seeding both gets equal weights.
@@ -111,7 +112,7 @@ def entry_forward(kind: str, spec: dict, info, names: list[str]) -> list[str]:
     """Body of a cpp ModelNew.forward: the operands, in cpp_entry's order, to one C call."""
     if kind == "elementwise":
         refs = [leaf["ref"] for leaf in Chain.from_json(spec["chain"]).leaves]
-    elif kind in ("dimreduce",):
+    elif kind == "dimreduce":
         refs = [spec["x"]]
     elif kind == "rowreduce":
         refs = [spec["x"]] + [spec[k] for k in ("weight", "bias") if spec.get(k)]

@@ -258,11 +258,6 @@ def _dimreduce(spec: dict) -> tuple[int, list[str], int]:
 KINDS = {"elementwise": _elementwise, "rowreduce": _rowreduce, "matmul": _matmul, "dimreduce": _dimreduce}
 
 
-def inputs(kind: str, spec: dict) -> int:
-    """How many tensors the entry takes after the variant and the constants."""
-    return KINDS[kind](spec)[0]
-
-
 def entry_source(kind: str, spec: dict) -> str:
     """C++ to append to a template's source: its shapes function and the Python module."""
     nin, lines, ndims = KINDS[kind](spec)

@@ -123,7 +123,6 @@ def source(spec: dict, configs: list[dict], vecmath: str) -> str:
     else:
         better = "v > b" if op in ("amax", "argmax") else "v < b"
         index = op in INDEX_OPS
-        store = "yi[o] = (int64_t)k;" if index else "y[o] = b;"
         store_block = "yi[i] = (int64_t)idx[i];" if index else "y[i] = best[i];"
         if index:
             row = f"""      float b = xr[0]; long k = 0;
@@ -131,7 +130,7 @@ def source(spec: dict, configs: list[dict], vecmath: str) -> str:
         const float v = xr[r];
         if ({better} || v != v) {{ b = v; k = r; }}
       }}
-      {store}"""
+      yi[o] = (int64_t)k;"""
         else:
             # A value has no tie to break, so the row vectorises: the extreme by SIMD lanes and,
             # beside it, whether any NaN was seen (which then is the answer, as in torch).
