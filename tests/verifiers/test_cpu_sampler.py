@@ -85,7 +85,7 @@ def _sample(built: dict, body: str) -> dict:
 
 def _by_file(report: dict) -> dict[str, int]:
     out: dict[str, int] = {}
-    for path, _, n in report["samples"]:
+    for path, _, n, _ in report["samples"]:
         out[Path(path).name] = out.get(Path(path).name, 0) + n
     return out
 

@@ -110,6 +110,24 @@ def test_allocation_and_metadata_are_allowed(body):
     assert failed(model(body)) == set()
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return torch.nn.functional.conv2d(x, torch.empty(8, 3, 3, 3))",
+        "return torch.mm(x, torch.empty(4, 4))",
+        "import torch.nn.functional as F\nreturn F.linear(x, torch.empty(4, 4))",
+    ],
+)
+def test_contractions_pass_the_scan_and_are_judged_at_run_time(body):
+    # Only the reference's own, on its sizes, pass the op recorder (test_kernel_contractions).
+    assert failed(model(body)) == set()
+
+
+@pytest.mark.parametrize("body", ["return torch.nn.functional.softmax(x, -1)", "return torch.einsum('ij->i', x)"])
+def test_what_is_not_a_listed_contraction_stays_refused(body):
+    assert "source_no_torch_compute" in failed(model(body)), body
+
+
 def test_model_new_init_may_build_parameters_with_torch():
     source = HEADER + (
         "\n\nclass ModelNew(nn.Module):\n"

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from assay.errors import UserError
+from assay.verifiers.kernel import contractions
 from assay.verifiers.kernel import runtime as rt
 from assay.verifiers.kernel.criteria import Criteria
 from assay.verifiers.kernel.judge import (
@@ -64,6 +65,7 @@ def _check_run(
                 "inputs": r["inputs"],
                 "init_args": r["init_args"],
                 "reuse_buffers_of": r["reuse_buffers_of"],
+                "overrides": r.get("overrides") or {},
                 "out_file": f"{rt.WORKDIR}/out/run_{r['id']}.safetensors",
                 "poison": [{"shape": o["shape"], "dtype": o["dtype"]} for o in r["outputs"]],
             }
@@ -74,6 +76,10 @@ def _check_run(
         "opwatch": _opwatch_path(ref),
         "init_seed": ref.init_seed,
         "runs": runs,
+        # As text: the worker records the reference's contractions from it, and no task file
+        # is mounted where the candidate runs.
+        "task_source": ref.task.source,
+        "contractions": list(crit.ops.contractions),
     }
     plan = {
         "mode": "check",
@@ -111,6 +117,12 @@ def _check_run(
         return False
     said = result.get("report") if result is not None else None
     report = said if isinstance(said, dict) else {}
+    record = result.get("reference_contractions") if result is not None else None
+    if crit.ops.contractions and not isinstance(record, dict):
+        checks.fail("harness_integrity", "the reference's contractions were not recorded before the candidate ran")
+    metrics["contractions"] = {"reference": (record or {}).get("runs") or {}}
+    if isinstance(record, dict) and record.get("error"):
+        metrics["contractions"]["error"] = str(record["error"])[:500]
     _judge_check(ref, checks, metrics, ws, report, log)
     return True
 
@@ -225,6 +237,10 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
     records = {r.get("id"): r for r in report.get("runs") or [] if isinstance(r, dict)}
     allowed = set(crit.ops.allowed)
     bad_ops: dict[str, int] = {}
+    reference = {"runs": (metrics.get("contractions") or {}).get("reference")}
+    contracted_bad: dict[str, list[str]] = {}  # reason: the runs it holds for
+    steps = frozenset(crit.ops.allowed) | frozenset(crit.ops.contractions)
+    made: list = []  # runs on which the candidate made the reference's contractions
     outputs: dict[int, list] = {}
     expected: dict[int, list] = {}
     wrong_trials, wrong_shapes, replays = [], [], []
@@ -242,6 +258,12 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
                 if op not in allowed:
                     key = op + (" (on another thread)" if src == "foreign_ops" else "")
                     bad_ops[key] = bad_ops.get(key, 0) + int(n)
+        theirs = contractions.allowance(reference, rid)
+        over = contractions.excess(rec.get("contracted_ops"), theirs, 1, steps)
+        if over:
+            contracted_bad.setdefault(contractions.refusal(over, theirs), []).append(label)
+        elif (rec.get("contracted_ops") or {}).get("roots"):
+            made.append(rid)
         if rec.get("output_type") or rec.get("not_plain"):
             checks.fail(
                 "plain_tensor_output", f"{label}: forward returned {rec.get('output_type')}, not a plain torch.Tensor"
@@ -331,8 +353,14 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
     if bad_ops:
         shown = ", ".join(f"{op} x{n}" for op, n in sorted(bad_ops.items(), key=lambda kv: -kv[1])[:8])
         checks.fail("no_torch_compute", f"forward dispatched torch ops beyond allocation: {shown}")
-    elif not report.get("compilers"):
-        checks.ok("no_torch_compute", "forward dispatched only allocation and view ops")
+    for why, labels in list(contracted_bad.items())[:3]:
+        where = labels[0] + (f" and {len(labels) - 1} more run(s)" if len(labels) > 1 else "")
+        checks.fail("no_torch_compute", f"on {where}, forward made {why}")
+    if not bad_ops and not contracted_bad and not report.get("compilers"):
+        extra = " and the reference's own contractions" if made else ""
+        checks.ok("no_torch_compute", f"forward dispatched only allocation and view ops{extra}")
+    if made:
+        metrics["contractions"]["candidate_runs"] = made
     integrity = report.get("integrity")
     if not isinstance(integrity, list):
         checks.fail("harness_integrity", "the worker's integrity report is missing")

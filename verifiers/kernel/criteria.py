@@ -95,10 +95,15 @@ class Scan(StrictModel):
     allowed_nn: list[str]
     allowed_cpp: list[str]
     allowed_tensor_methods: list[str]
+    # Contractions a forward may call (torch.<name>, torch.nn.functional.<name>): only the
+    # reference's own, on its sizes, pass at run time ([ops] contractions).
+    allowed_contractions: list[str] = []
 
 
 class Ops(StrictModel):
     allowed: list[str]
+    # Ops that open a contraction: the candidate may make the reference's own, on its shapes.
+    contractions: list[str] = []
 
 
 class Criteria(CriteriaBase):

@@ -115,7 +115,8 @@ def opwatch_library(cache_dir: Path, backend: str) -> Path:
             "from torch.utils import cpp_extension as ce\n"
             f"os.makedirs('{WORKDIR}/build', exist_ok=True)\n"
             "libs = ce.library_paths()\n"
-            "cmd = ['g++', '-std=c++17', '-O2', '-fPIC', '-shared', '-w',\n"
+            # NDEBUG as torch was built: RecordFunction's layout (its inputs) depends on it.
+            "cmd = ['g++', '-std=c++17', '-O2', '-DNDEBUG', '-fPIC', '-shared', '-w',\n"
             "       f'-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}',\n"
             "       *[f'-I{p}' for p in ce.include_paths()],\n"
             f"       *{[f'{IN_HARNESS}/{n}' for n in HARNESS_NATIVE]!r}, '-o', '{WORKDIR}/build/{name}.so.tmp',\n"

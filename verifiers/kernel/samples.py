@@ -11,8 +11,9 @@ Samples are sorted into: the candidate's own build; torch's OpenMP runtime (libg
 torch/lib, and every OpenMP kernel's threads wait in it); torch's glue (libc10, libtorch_python:
 types, allocator, bindings; no kernel lives there); Sleef's vector math, which libtorch_cpu
 exports and at::vec's inline code calls from a candidate's own kernel; libtorch_cpu's other
-code; other people's numeric libraries (numpy's OpenBLAS...); and everything else (libc, libm,
-Python). Too much time in libtorch_cpu's other code fails no_torch_compute (an honest kernel
+code; other people's numeric libraries (numpy's OpenBLAS...); the reference's own contractions
+(torch's or a numeric library's code while a convolution or matmul the op recorder matched to
+the reference's ran); and everything else (libc, libm, Python). Too much time in libtorch_cpu's other code fails no_torch_compute (an honest kernel
 spends 0-1% there: allocation through the dispatcher); in the numeric libraries,
 extension_symbols.
 """
@@ -36,7 +37,10 @@ ALLOWED_IN_TORCH = ("Sleef_",)
 FOREIGN_COMPUTE = re.compile(r"blas|lapack|libmkl|dnnl|fftw|libgfortran|libsleef|xnnpack|fbgemm", re.I)
 
 
-CLASSES = ("own", "openmp", "glue", "sleef", "torch", "foreign", "other")
+CLASSES = ("own", "openmp", "glue", "sleef", "torch", "foreign", "contraction", "other")
+# Where a sample taken inside one of the reference's own contractions (see opwatch.cpp) lands
+# instead: that time is the contraction's, which the op recorder has matched to the reference.
+IN_CONTRACTION = {"torch", "sleef"}  # oneDNN and MKL live in libtorch_cpu
 # torch's core types, allocator and Python bindings: what calling any extension from Python runs
 # (argument parsing, THPVariable_Wrap, a TensorImpl for the output). No ATen kernel lives there;
 # they are all in libtorch_cpu.
@@ -94,15 +98,18 @@ def classify(samples: list) -> tuple[dict[str, int], dict[tuple[str, str], int],
     for entry in samples:
         if not (
             isinstance(entry, list)
-            and len(entry) == 3
+            and len(entry) in (3, 4)
             and isinstance(entry[1], int)
             and isinstance(entry[2], int)
             and entry[2] > 0
+            and (len(entry) == 3 or entry[3] in (0, 1))
         ):
             malformed.append(str(entry)[:80])
             continue
         path, offset, count = str(entry[0]), entry[1], entry[2]
         kind = _class_of(path, offset)
+        if len(entry) == 4 and entry[3] == 1 and kind in IN_CONTRACTION:
+            kind = "contraction"
         classes[kind] += count
         key = (kind, os.path.basename(path))
         files[key] = files.get(key, 0) + count
@@ -163,7 +170,10 @@ def judge_samples(checks, report: dict, crit: Criteria, metrics: dict, eager_cpu
             f"while timed, {classes['foreign'] / total:.0%} of the candidate's CPU time ran in "
             f"numeric libraries it did not build ({where})",
         )
-    share = (classes["torch"] + unplaced) / whole
+    # Over the time outside the reference's contractions: a long convolution must not dilute
+    # torch's share of what the candidate's own part of the call ran.
+    outside = whole - classes["contraction"]
+    share = (classes["torch"] + unplaced) / outside if outside else 0.0
     vs_eager = torch_s / eager_cpu_s if calls and eager_cpu_s else 0.0
     floor_s = crit.timing.torch_cpu_floor_us / 1e6
     if (share > limit or vs_eager > limit) and (not calls or torch_s > floor_s):

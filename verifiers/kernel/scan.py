@@ -408,7 +408,7 @@ class Scanner(ast.NodeVisitor):
         if second == "nn" and len(full) > 2:
             third = full[2]
             if third == "functional":
-                if len(full) > 3:
+                if len(full) > 3 and full[3] not in self.c.allowed_contractions:
                     self.add("source_no_torch_compute", node, f"calls torch compute: {dotted}")
             elif third not in self.c.allowed_nn:
                 self.add("source_no_torch_compute", node, f"uses {dotted} outside ModelNew.__init__")
@@ -421,7 +421,7 @@ class Scanner(ast.NodeVisitor):
             if full[2] not in self.c.allowed_tensor_methods:
                 self.add("source_no_torch_compute", node, f"calls torch compute: {dotted}")
             return
-        if second not in self.c.allowed_torch:
+        if second not in self.c.allowed_torch and second not in self.c.allowed_contractions:
             self.add("source_no_torch_compute", node, f"uses {dotted}, which is not allocation or a type")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:

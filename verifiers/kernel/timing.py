@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assay.verifiers.common.timing import others_share
+from assay.verifiers.kernel import contractions
 from assay.verifiers.kernel import runtime as rt
 from assay.verifiers.kernel.baseline import _compile_warm
 from assay.verifiers.kernel.check import (
@@ -90,6 +91,7 @@ def _timing_exec(ref: ReferenceRun, work: Path, ws: Path):
         "role": "time-cand",
         "candidate": f"{rt.IN_CANDIDATE}/candidate.py",
         "opwatch": _opwatch_path(ref),
+        "contractions": list(crit.ops.contractions),
         "sample_us": tm.sample_us,
         **common,
     }
@@ -169,6 +171,13 @@ def _timing(
             "no_torch_compute",
             "while timed, forward dispatched " + ", ".join(f"{k} x{v}" for k, v in list(bad.items())[:8]),
         )
+    # The calls counted by the supervisor, not by the candidate's process.
+    theirs = contractions.allowance({"runs": (metrics.get("contractions") or {}).get("reference")}, ref.runs[0]["id"])
+    calls = result.get("candidate_calls")
+    steps = frozenset(crit.ops.allowed) | frozenset(crit.ops.contractions)
+    over = contractions.excess(report.get("contracted_ops"), theirs, calls if isinstance(calls, int) else 0, steps)
+    if over:
+        checks.fail("no_torch_compute", "while timed, forward made " + contractions.refusal(over, theirs))
     if report.get("integrity"):
         checks.fail("harness_integrity", "while timed: " + "; ".join(map(str, report["integrity"][:8])))
     if report.get("compilers"):

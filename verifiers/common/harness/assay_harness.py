@@ -44,12 +44,14 @@ def emit(result: dict) -> None:
     _write(1, (RESULT_MARK + _dumps(result, default=str) + "\n").encode())
 
 
-def load_entry(path: str, name: str, overrides: dict | None = None) -> types.ModuleType:
-    """Execute a file as the module `name`, by path; module-level int constants named in
-    `overrides` are replaced in its syntax tree before it runs, so sizes derived from them
-    follow. Its folder is not added to sys.path: nothing beside it can be imported by name."""
-    with open(path, encoding="utf-8") as f:
-        source = f.read()
+def load_entry(path: str, name: str, overrides: dict | None = None, source: str | None = None) -> types.ModuleType:
+    """Execute a file as the module `name`, by path (or `source` given as text, named `path`);
+    module-level int constants named in `overrides` are replaced in its syntax tree before it
+    runs, so sizes derived from them follow. Its folder is not added to sys.path: nothing beside
+    it can be imported by name."""
+    if source is None:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
     tree = ast.parse(source, filename=path)
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

@@ -17,7 +17,8 @@
 // in the timers found stopped, and in too few samples for the CPU time used.
 //
 // Built with the op recorder by the verifier (never by the candidate); async-signal-safe: the
-// handler only reads its context, makes one system call (gettid) and stores into a fixed array.
+// handler only reads its context and an atomic, makes one system call (gettid) and stores into
+// fixed arrays.
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -27,12 +28,17 @@
 #include <atomic>
 #include <cstring>
 
+// Non-zero while the forward thread is inside one of the reference's contractions: the op
+// recorder (opwatch.cpp, built into the same library) counts it up and down.
+std::atomic<int> assay_contraction_depth{0};
+
 namespace {
 
 constexpr long kCapacity = 1 << 17;
 unsigned long long pcs[kCapacity];
 int tids[kCapacity];
 int weights[kCapacity];           // 1 + the expirations merged into this signal: intervals of CPU time
+unsigned char scoped[kCapacity];  // 1: taken while a contraction of the reference's ran
 std::atomic<long> next_slot{0};
 std::atomic<bool> armed{false};
 // One CPU-time timer per thread, on that thread's own clock and signalling that thread: a
@@ -67,6 +73,7 @@ void on_prof(int, siginfo_t* info, void* context) {
     pcs[slot] = pc;
     tids[slot] = static_cast<int>(syscall(SYS_gettid));
     weights[slot] = weight;
+    scoped[slot] = assay_contraction_depth.load(std::memory_order_relaxed) > 0 ? 1 : 0;
   }
 }
 
@@ -178,13 +185,15 @@ int assay_sampler_intact() {
 
 // Copies the samples since the last take (at most cap) and starts again; call while disarmed.
 // Returns how many samples were taken in all (more than cap: the rest were lost).
-long assay_sampler_take(unsigned long long* out_pcs, int* out_tids, int* out_weights, long cap) {
+long assay_sampler_take(unsigned long long* out_pcs, int* out_tids, int* out_weights, unsigned char* out_scoped,
+                        long cap) {
   const long n = next_slot.load();
   const long kept = n < kCapacity ? n : kCapacity;
   const long copied = kept < cap ? kept : cap;
   std::memcpy(out_pcs, pcs, sizeof(unsigned long long) * copied);
   std::memcpy(out_tids, tids, sizeof(int) * copied);
   std::memcpy(out_weights, weights, sizeof(int) * copied);
+  std::memcpy(out_scoped, scoped, copied);
   next_slot.store(0);
   return n;
 }

@@ -800,7 +800,13 @@ class Supervisor:
         lim = self.limits
         self.phase = "import"
         w = self.spawn("candidate", self.plan["candidate"], trusted=False)
-        self.expect(w, "loaded", time.monotonic() + lim["import_timeout_s"], "importing the candidate")
+        deadline = time.monotonic() + lim["import_timeout_s"]
+        if self.plan["candidate"]["plan"].get("contractions"):
+            # Sent before the candidate is imported, so nothing of it has run yet: kept here,
+            # out of its process's reach, as what its contractions are judged against.
+            ev = self.expect(w, "reference_contractions", deadline, "recording the reference's contractions")
+            result["reference_contractions"] = {"runs": ev.get("runs"), "error": ev.get("error")}
+        self.expect(w, "loaded", deadline, "importing the candidate")
         settle = self.plan["settle_s"]
         # The runs the worker was given, in order: events must follow them exactly.
         planned = [r["id"] for r in self.plan["candidate"]["plan"]["runs"]]
@@ -960,7 +966,11 @@ class Supervisor:
                 return sum(cpu_ns(p) for p in self.untrusted()) / 1e9
             return cpu_ns(ref.pid) / 1e9
 
+        calls = {"candidate": 0}  # forward calls the candidate's worker was told to make, watched
+
         def call(subject: str, cmd: dict, reply: str, limit: float) -> tuple[float, float]:
+            if subject == "candidate" and cmd["cmd"] == "warm":
+                calls["candidate"] += int(cmd["n"])
             w = worker_for(subject)
             w.send(cmd)
             # Only the trusted worker's rounds are read without watching candidate limits.
@@ -1033,6 +1043,8 @@ class Supervisor:
             busy0, own0 = busy_seconds(our_cpus), sandbox_cpu_seconds()
             t0 = time.monotonic()
             # A fresh round's seed stays with the reference: the candidate reads what was written.
+            if s == "candidate":
+                calls["candidate"] += n
             w.send({"cmd": "round", "subject": s, "n": n, "seed": 0 if fresh else seed, "fresh": fresh, "first": first})
             self.expect(w, "done", t0 + deadline(s, n), f"a {'fresh' if fresh else 'timed'} round of {s}")
             t1 = time.monotonic()
@@ -1142,6 +1154,7 @@ class Supervisor:
         cand.send({"cmd": "finish"})
         fin = self.expect(cand, "finished", time.monotonic() + lim["forward_timeout_s"] * 4, "reporting")
         result["report"] = fin.get("report")
+        result["candidate_calls"] = calls["candidate"]
         self.kill_untrusted()
         result["audit_saved"], result["audit_layout"] = save_audits(plan["audit_candidate"], reads)
         assert ref.audit is not None and cand.audit is not None  # timing workers have audit lines

@@ -317,6 +317,9 @@ class OpWatch:
         self._installed = lib.assay_opwatch_installed
         self._record_off = lib.assay_opwatch_record_off
         self._record_off.restype = ctypes.c_longlong
+        self._scopes = lib.assay_opwatch_scopes
+        self._scopes.argtypes = [ctypes.c_char_p]
+        self.contracted: dict = {"roots": {}, "inside": {}}
         self._buffer = ctypes.create_string_buffer(1 << 16)
         self._create = ctypes.create_string_buffer
         self.switched = 0
@@ -358,17 +361,30 @@ class OpWatch:
         """RecordFunction was off on the forward thread at an arm or disarm."""
         return self._record_off() > 0
 
+    def scopes(self, names: list[str]) -> None:
+        """The contractions' op names: ops inside them are recorded apart (see opwatch.cpp)."""
+        self._scopes("\n".join(names).encode())
+
     def take(self) -> tuple[dict, dict]:
-        """(ops on the arming thread while armed, ops on other threads) since the last take."""
+        """(ops on the arming thread while armed, outside contractions, ops on other threads)
+        since the last take; the contractions opened from outside one, and the ops that ran inside
+        them, as {"roots": {"name(sizes)": n}, "inside": {...}}, go to self.contracted."""
         n = self._take(self._buffer, len(self._buffer))
         while n < 0:
             self._buffer = self._create(-n * 2)
             n = self._take(self._buffer, len(self._buffer))
         mine: dict = {}
         other: dict = {}
+        self.contracted = {"roots": {}, "inside": {}}
         for line in self._buffer.raw[:n].decode("utf-8", "replace").splitlines():
-            name, _, count = line[1:].rpartition("\t")
-            (mine if line[0] == "w" else other)[name] = int(count)
+            key, _, count = line[1:].rpartition("\t")
+            if line[0] in "rn":
+                part = self.contracted["roots" if line[0] == "r" else "inside"]
+                part[key] = part.get(key, 0) + int(count)
+                continue
+            name = key.partition("(")[0] if line[0] == "w" else key
+            into = mine if line[0] == "w" else other
+            into[name] = into.get(name, 0) + int(count)
         return mine, other
 
 
@@ -500,7 +516,7 @@ class Sampler:
         self._arm, self._disarm = lib.assay_sampler_arm, lib.assay_sampler_disarm
         self._intact, self._take = lib.assay_sampler_intact, lib.assay_sampler_take
         self._take.restype = ctypes.c_long
-        self._take.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+        self._take.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
         self._arm.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self.interval_ns = interval_us * 1000
         self.started = lib.assay_sampler_start(ctypes.c_long(interval_us)) == 0
@@ -526,7 +542,8 @@ class Sampler:
             self.cpu_ns[tid] = self.cpu_ns.get(tid, 0) + ns - self._before.get(tid, 0)
 
     def report(self) -> dict:
-        """{"samples": [[file, offset in the file's mapping or -1, intervals of CPU time]],
+        """{"samples": [[file, offset in the file's mapping or -1, intervals of CPU time, 1 if
+        taken inside one of the reference's contractions]],
         "problems": [...], "interval_us", "calls", "cpu_ms", "sampled_ms", "ended_ms", "count"};
         offsets only for torch's files, the rest by file. ended_ms: what the process's CPU clock
         counted inside the windows beyond the threads alive at their ends (each read just outside
@@ -534,15 +551,16 @@ class Sampler:
         c = self._ctypes
         cap = 1 << 17
         pcs, tids, weights = (c.c_ulonglong * cap)(), (c.c_int * cap)(), (c.c_int * cap)()
-        n = self._take(pcs, tids, weights, cap) if self.started else 0
+        scoped = (c.c_ubyte * cap)()
+        n = self._take(pcs, tids, weights, scoped, cap) if self.started else 0
         maps, base = _mapped_files()
         starts = [m[0] for m in maps]
-        counts: dict[tuple[str, int], int] = {}
+        counts: dict[tuple[str, int, int], int] = {}
         per_thread: dict[int, int] = {}
         for i in range(min(n, cap)):
             pc = pcs[i]
             name = _file_in(maps, starts, pc)
-            where = (name, pc - base[name]) if "/torch/" in name else (name, -1)
+            where = (name, pc - base[name], scoped[i]) if "/torch/" in name else (name, -1, scoped[i])
             counts[where] = counts.get(where, 0) + weights[i]
             per_thread[tids[i]] = per_thread.get(tids[i], 0) + weights[i]
         alive_ns = sum(v for v in self.cpu_ns.values() if v > 0)
@@ -550,7 +568,7 @@ class Sampler:
         cpu_ns = alive_ns + ended_ns
         sampled_ns = sum(per_thread.values()) * self.interval_ns
         return {
-            "samples": [[f, off, k] for (f, off), k in sorted(counts.items())],
+            "samples": [[f, off, k, sc] for (f, off, sc), k in sorted(counts.items())],
             "problems": self._problems(n, cap, cpu_ns, sampled_ns, per_thread),
             "interval_us": self.interval_ns // 1000,
             "calls": self.calls,
@@ -807,12 +825,60 @@ def poison(spec: dict) -> None:
     del block
 
 
+def reference_contractions(plan: dict, opwatch: OpWatch, chan: Channel) -> None:
+    """The reference's own contractions (and what runs inside them) on each run's inputs,
+    recorded by the same op recorder before the candidate is imported, and sent to the
+    supervisor at once: what the candidate's forward may dispatch beyond allocation."""
+    import torch
+
+    opwatch.scopes(plan.get("contractions") or [])
+    if not plan.get("contractions") or not plan.get("task_source"):
+        return
+    try:
+        made = _reference_records(plan, opwatch, torch)
+    except Exception as exc:
+        # Recorded nowhere, allowed nowhere: every contraction of the candidate's is then refused.
+        chan.event("reference_contractions", runs={}, error=_format(exc))
+        return
+    chan.event("reference_contractions", runs=made)
+
+
+def _reference_records(plan: dict, opwatch: OpWatch, torch) -> dict:
+    seen: dict = {}
+    tasks: dict = {}
+    made: dict = {}
+    for run in plan["runs"]:
+        key = _dumps([run.get("overrides") or {}, run["init_args"], run["inputs"]], sort_keys=True)
+        if key not in seen:
+            mod_key = _dumps(run.get("overrides") or {}, sort_keys=True)
+            if mod_key not in tasks:
+                # From the plan's text: no file of the task is where the candidate could read it.
+                name = f"assay_ref_task_{len(tasks)}"
+                tasks[mod_key] = load_module("task.py", name, run.get("overrides") or {}, plan["task_source"])
+                sys.modules.pop(name, None)
+            torch.manual_seed(plan["init_seed"])
+            model = tasks[mod_key].Model(*run["init_args"])
+            args = load_inputs(run["inputs_file"], run["inputs"])
+            opwatch.take()
+            opwatch.arm()
+            try:
+                model(*args)
+            finally:
+                opwatch.disarm()
+            opwatch.take()
+            seen[key] = opwatch.contracted
+            del model, args
+        made[str(run["id"])] = seen[key]
+    return made
+
+
 def role_check(plan: dict, chan: Channel) -> None:
     import torch
 
     torch.set_grad_enabled(False)
     baseline_threads = _thread._count()
     opwatch = load_opwatch(plan["opwatch"])
+    reference_contractions(plan, opwatch, chan)
     foreign = CtypesWatch()
     integrity = Integrity()
     cls = import_candidate(plan, chan)
@@ -870,6 +936,7 @@ def role_check(plan: dict, chan: Channel) -> None:
             chan.event("returned", run=run["id"], py_threads=_thread._count() - baseline_threads)
             chan.command()
             record["ops"], record["foreign_ops"] = opwatch.take()
+            record["contracted_ops"] = opwatch.contracted
             continue
         bad_device = [str(o.device) for o in outs if o.device.type != "cpu" or o.layout != torch.strided]
         if bad_device:
@@ -877,6 +944,7 @@ def role_check(plan: dict, chan: Channel) -> None:
             chan.event("returned", run=run["id"], py_threads=_thread._count() - baseline_threads)
             chan.command()
             record["ops"], record["foreign_ops"] = opwatch.take()
+            record["contracted_ops"] = opwatch.contracted
             continue
         snaps = [o.detach().clone().contiguous() for o in outs]  # taken the moment forward returns
         record["shapes"] = [list(o.shape) for o in outs]
@@ -899,6 +967,7 @@ def role_check(plan: dict, chan: Channel) -> None:
             i for i, (t, h) in enumerate(zip(tensors_in, before, strict=True)) if digest(t) != h
         ]
         record["ops"], record["foreign_ops"] = opwatch.take()
+        record["contracted_ops"] = opwatch.contracted
         save_tensors(run["out_file"], {f"out_{j}": s for j, s in enumerate(snaps)})
         record["saved"] = True
         # Keep the outputs alive so a later run cannot be handed the same memory unnoticed.
@@ -1301,6 +1370,7 @@ def role_time_cand(plan: dict, chan: Channel) -> None:
 
     torch.set_grad_enabled(False)
     opwatch = load_opwatch(plan["opwatch"])
+    opwatch.scopes(plan.get("contractions") or [])
     # Started before the candidate's code runs, so a handler it installs shows as a replacement.
     sampler = Sampler(plan["opwatch"], int(plan["sample_us"]))
     foreign = CtypesWatch()
@@ -1422,6 +1492,7 @@ def serve(
             report = {}
             if opwatch is not None:
                 report["ops"], report["foreign_ops"] = opwatch.take()
+                report["contracted_ops"] = opwatch.contracted
             if integrity is not None:
                 report["integrity"] = integrity.problems(opwatch)
                 report["compilers"] = compilers()
