@@ -8,7 +8,7 @@ render the winner, then time candidate vs eager vs torch.compile in ONE harness 
 Metrics: fast_1 (fraction of tasks correct and faster than eager), geomean speedups, and for
 memory-bound tasks (elementwise, row reductions) achieved GB/s over the copy bandwidth.
 --corpus runs examples/kernel/corpus instead: tasks in KernelBench's style, one family per
-file-name prefix (act, reduce, row, norm, gemm, fused), with a per-family summary.
+file-name prefix (act, reduce, row, norm, gemm, conv, fused), with a per-family summary.
 --verify also hands each winner to the kernel verifier (kernel-default) and records its verdict
 (pass, fail, inconclusive); --hog N keeps N spinning processes per CPU running the whole time,
 so `--corpus --verify --hog 2` asks whether any correct candidate is FAILed under load.

@@ -4,8 +4,9 @@ The candidate is self-contained: it carries its C++ source, builds it through
 torch.utils.cpp_extension.load (cached by source hash under ASSAY_KERNEL_BUILD_DIR, else
 ./.assay-build) as a Python module, and its forward is one call of that module: the C entry
 (cpp_entry) checks the operands, allocates the output (torch.empty's own CPU allocation) and
-runs the kernel. No
-torch compute op, no call of the reference.
+runs the kernel. No torch compute op, no call of the reference; a conv candidate alone first
+makes the reference's own convolution (the one contraction the verifier allows, on the
+reference's sizes) and fuses everything after it.
 ModelNew's constructor rebuilds the reference's parameters in the same order from the same RNG
 stream (the recipe the harness proved by replay), so a verifier seeding both gets equal weights.
 """
@@ -118,9 +119,30 @@ def entry_forward(kind: str, spec: dict, info, names: list[str]) -> list[str]:
         refs = [spec["x"]] + [spec[k] for k in ("weight", "bias") if spec.get(k)]
     elif kind == "matmul":
         refs = [spec["a"], spec["b"]] + [leaf["ref"] for leaf in Chain.from_json(spec["chain"]).leaves]
+    elif kind == "conv":
+        refs = [leaf["ref"] for leaf in Chain.from_json(spec["chain"]).leaves]
+        conv = f"y = {conv_call(spec['conv'], info, names)}"
+        exprs = ["y" if r == "%conv" else _ref_expr(info, r, names) for r in refs]
+        return [conv, f"return _KERNEL(_variant, self._k, {', '.join(exprs)})"]
     else:
         raise ValueError(kind)
     return [f"return _KERNEL(_variant, self._k, {', '.join(_ref_expr(info, r, names) for r in refs)})"]
+
+
+def conv_call(conv: dict, info, names: list[str]) -> str:
+    """The reference's own convolution, made the way the reference makes it: its module where
+    the weights are a module's (self.conv(x): the same op on the same sizes, which is the one
+    contraction the verifier lets a candidate call), else the functional op with its arguments."""
+    x = _ref_expr(info, conv["input"], names)
+    weight = info.params[int(conv["weight"][2:])]["name"] if conv["weight"].startswith("%p") else None
+    bias = info.params[int(conv["bias"][2:])]["name"] if conv.get("bias") else None
+    owner = weight.rpartition(".")[0] if weight and weight.endswith(".weight") else ""
+    if owner and bias in (None, f"{owner}.bias") and uses_own_init(info):
+        return f"self.{owner}({x})"
+    w = _ref_expr(info, conv["weight"], names)
+    b = _ref_expr(info, conv["bias"], names) if conv.get("bias") else "None"
+    keys = ", ".join(f"{k}={conv[k]!r}" for k in ("stride", "padding", "dilation", "groups") if conv.get(k) is not None)
+    return f"torch.nn.functional.{conv['op']}({x}, {w}, {b}{', ' if keys else ''}{keys})"
 
 
 PRELUDE = '''import hashlib

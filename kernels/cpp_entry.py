@@ -95,7 +95,17 @@ static PyObject* assay_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
       PyErr_SetString(PyExc_ValueError, why);
       return nullptr;
     }
+#if ASSAY_INPLACE
+    // The first operand is the candidate's own intermediate (a convolution's output, made in
+    // this forward): the epilogue overwrites it instead of touching fresh memory.
+    if (shape_of(*ts[0]) != shape || ts[0]->scalar_type() != dtype) {
+      PyErr_SetString(PyExc_ValueError, "the operand written in place does not have the output's shape");
+      return nullptr;
+    }
+    at::TensorBase out = *ts[0];
+#else
     at::TensorBase out = at::detail::empty_cpu(shape, dtype, false, std::nullopt);
+#endif
     void* ptrs[1 + (ASSAY_NIN > 0 ? ASSAY_NIN : 1)];
     ptrs[0] = out.mutable_data_ptr();
     for (int i = 0; i < ASSAY_NIN; ++i) ptrs[1 + i] = const_cast<void*>(ts[i]->const_data_ptr());
@@ -255,7 +265,16 @@ def _dimreduce(spec: dict) -> tuple[int, list[str], int]:
     return 1, [line for line in lines if line], 3
 
 
-KINDS = {"elementwise": _elementwise, "rowreduce": _rowreduce, "matmul": _matmul, "dimreduce": _dimreduce}
+# conv: its epilogue is an elementwise kernel whose first operand is the convolution's output,
+# which it overwrites (INPLACE).
+INPLACE = ("conv",)
+KINDS = {
+    "elementwise": _elementwise,
+    "conv": _elementwise,
+    "rowreduce": _rowreduce,
+    "matmul": _matmul,
+    "dimreduce": _dimreduce,
+}
 
 
 def entry_source(kind: str, spec: dict) -> str:
@@ -264,6 +283,7 @@ def entry_source(kind: str, spec: dict) -> str:
     body = "\n  ".join(lines)
     return (
         f"\nstatic const int ASSAY_NIN = {nin}, ASSAY_NDIMS = {ndims}, ASSAY_MAX_CONSTS = 64;\n"
+        f"#define ASSAY_INPLACE {int(kind in INPLACE)}\n"
         + _COMMON
         + f"""
 static const char* assay_shapes(const at::TensorBase* const* ts, Shape& out_shape, long* dims, c10::ScalarType& out_dtype) {{

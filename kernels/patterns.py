@@ -1,5 +1,5 @@
-"""Recognise what a task computes from its traced graph: elementwise chain, row reduction, or
-matmul with an epilogue. Recognition reads only the normalised graph, never source text."""
+"""Recognise what a task computes from its traced graph: elementwise chain, row reduction,
+matmul or convolution with an epilogue. Recognition reads only the normalised graph, never source text."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from assay.kernels.task import TaskInfo
 
 @dataclass
 class Pattern:
-    kind: str  # "elementwise" | "rowreduce" | "matmul" | "dimreduce"
+    kind: str  # "elementwise" | "rowreduce" | "matmul" | "dimreduce" | "conv"
     spec: dict  # JSON-able; what a template needs to render this instance
 
 
@@ -45,6 +45,8 @@ def recognise(info: TaskInfo) -> Pattern | NoMatch:
             return Pattern("elementwise", _elementwise(info))
         if nodes[0]["op"] in ("linear", "mm", "matmul") and all(is_pointwise(n) for n in nodes[1:]):
             return Pattern("matmul", _matmul(info))
+        if nodes[0]["op"] in CONVS and all(is_pointwise(n) for n in nodes[1:]):
+            return Pattern("conv", _conv(info))
         row = _rowreduce(info)
         if row is not None:
             return Pattern("rowreduce", row)
@@ -144,6 +146,39 @@ def _matmul(info: TaskInfo) -> dict:
             if "full shape" not in str(exc):
                 raise
     return {"chain": chain.to_json(), "a": a, "b": b, "layout": layout, "out_shape": out_shape, "a_rank": len(a_shape)}
+
+
+CONVS = ("conv1d", "conv2d", "conv3d")
+
+
+def _conv(info: TaskInfo) -> dict:
+    """A convolution, then an elementwise chain over its output (KernelBench level 2's
+    commonest form). The convolution stays ATen's (oneDNN here): the verifier lets a candidate
+    make the reference's own contractions and no others. The chain runs as one elementwise
+    kernel whose first operand is the convolution's output: one pass over it where eager makes
+    one per op."""
+    conv = info.nodes[0]
+    args = conv["args"]
+    x, weight, bias = args.get("input"), args.get("weight"), args.get("bias")
+    if not isinstance(x, str) or x.startswith("%n") or not isinstance(weight, str) or weight.startswith("%n"):
+        raise Unsupported("convolution operands must be graph inputs or parameters")
+    if bias is not None and (not isinstance(bias, str) or bias.startswith("%n")):
+        raise Unsupported("a convolution bias must be a parameter")
+    if len(info.nodes) == 1:
+        raise Unsupported(f"a {conv['op']} alone: nothing to fuse after it (the convolution stays ATen's)")
+    out_shape = conv["shape"]
+    chain = Chain()
+    chain.leaves.append({"ref": "%conv", "shape": list(out_shape)})
+    _lower(info, chain, [(f"%n{k}", k, n) for k, n in list(enumerate(info.nodes))[1:]], values={"%n0": "L0"})
+    if info.nodes[-1]["shape"] != out_shape:
+        raise Unsupported(f"the chain after {conv['op']} changes the shape {out_shape} to {info.nodes[-1]['shape']}")
+    place_leaves(chain, out_shape)
+    keep = ("stride", "padding", "dilation", "groups")
+    return {
+        "chain": chain.to_json(),
+        "out_shape": out_shape,
+        "conv": {"op": conv["op"], "input": x, "weight": weight, "bias": bias, **{k: args.get(k) for k in keep}},
+    }
 
 
 def _rowreduce(info: TaskInfo) -> dict | None:

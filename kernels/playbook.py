@@ -19,7 +19,7 @@ BACKENDS = ("cpp", "triton")
 class Template:
     """A template bound to one recognised task: `kind` is the template, `spec` the instance."""
 
-    kind: str  # "elementwise" | "rowreduce" | "matmul" | "dimreduce"
+    kind: str  # "elementwise" | "rowreduce" | "matmul" | "dimreduce" | "conv"
     backend: str  # "cpp" | "triton"
     spec: dict
     info: TaskInfo = field(repr=False)
@@ -72,6 +72,8 @@ def plan(info: TaskInfo, backend: str = "cpp") -> list[Plan] | NoTemplate:
         return NoTemplate(pattern.reason)
     if backend == "triton" and pattern.kind == "dimreduce":
         return NoTemplate(f"no triton template for {pattern.spec['op']} over a dim (the cpp backend has one)")
+    if backend == "triton" and pattern.kind == "conv":
+        return NoTemplate(f"no triton template for {pattern.spec['conv']['op']} epilogues (the cpp backend has one)")
     template = Template(pattern.kind, backend, pattern.spec, info)
     return [Plan(template, SearchSpace(space_for(template)))]
 
@@ -79,7 +81,7 @@ def plan(info: TaskInfo, backend: str = "cpp") -> list[Plan] | NoTemplate:
 def space_for(template: Template) -> list[dict]:
     if template.backend == "triton":
         return triton_templates.space(template.kind, template.spec)
-    if template.kind == "elementwise":
+    if template.kind in ("elementwise", "conv"):
         return cpp_templates.elementwise_space(4 * math.prod(template.spec["out_shape"]))
     if template.kind == "dimreduce":
         return dimreduce.space()
@@ -97,6 +99,7 @@ def source(template: Template, configs: list[dict]) -> str:
         return dimreduce.source(template.spec, configs, cpp_templates.vecmath())
     gen = {
         "elementwise": cpp_templates.elementwise_source,
+        "conv": cpp_templates.elementwise_source,  # the epilogue; the convolution is ATen's
         "rowreduce": cpp_templates.rowreduce_source,
         "matmul": cpp_templates.matmul_source,
     }[template.kind]

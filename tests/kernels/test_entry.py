@@ -136,3 +136,47 @@ def test_a_tuple_constructor_argument_sizes_the_candidates_module(ksb, task_dir,
         x = torch.randn(6, d)
         with torch.no_grad():
             assert torch.allclose(new(x), ref(x), rtol=1e-5, atol=1e-5), d
+
+
+CONV = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c_in, c_out, k, stride, bias_shape):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, k, stride=stride, padding=1)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        return torch.tanh(self.conv(x) - 0.5) * self.bias
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 17, 17)]
+
+
+def get_init_inputs():
+    return [3, 8, 3, 2, (8, 1, 1)]
+"""
+
+
+def test_a_convolution_epilogue_runs_in_place_on_the_convolutions_output(ksb, task_dir, monkeypatch, tmp_path):
+    """The candidate makes the reference's own convolution (its module, so its stride and
+    padding whatever the sizes) and overwrites that output with the fused epilogue."""
+    monkeypatch.setenv("ASSAY_KERNEL_BUILD_DIR", str(tmp_path / "build"))
+    task, cand = _candidate(ksb, task_dir, "entry_conv", CONV)
+    assert "y = self.conv(x)" in (task_dir / "entry_conv_new.py").read_text()
+    for init, shape in (([3, 8, 3, 2, (8, 1, 1)], (2, 3, 17, 17)), ([4, 5, 3, 1, (5, 1, 1)], (1, 4, 9, 12))):
+        torch.manual_seed(5)
+        ref = task.Model(*init)
+        torch.manual_seed(5)
+        new = cand.ModelNew(*init)
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            assert torch.allclose(new(x), ref(x), rtol=1e-5, atol=1e-6), shape
+            y = new.conv(x)
+            out = cand._KERNEL(cand._variant, new._k, y, new.bias)
+        assert out.data_ptr() == y.data_ptr()
+    with pytest.raises(ValueError, match="wrong size"):
+        cand._KERNEL(cand._variant, new._k, y, torch.randn(4, 1, 1))

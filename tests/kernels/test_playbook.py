@@ -36,16 +36,50 @@ def info(nodes, inputs, params=(), output=None, replays=True, steps=None):
 X = {"shape": [64, 128], "dtype": "float32"}
 
 
-def test_conv_has_no_template_and_says_why():
-    conv = {"op": "conv2d", "args": {"input": "%in0", "weight": "%p0"}, "shape": [1, 8, 30, 30], "dtype": "float32"}
-    res = plan(
-        info(
-            [conv],
-            [{"shape": [1, 3, 32, 32], "dtype": "float32"}],
-            [{"name": "w", "shape": [8, 3, 3, 3], "dtype": "float32", "parameter": True}],
-        )
-    )
-    assert isinstance(res, NoTemplate) and "conv2d" in res.reason
+CONV = {
+    "op": "conv2d",
+    "args": {"input": "%in0", "weight": "%p0", "bias": None, "stride": [2, 2], "padding": [1, 1], "dilation": [1, 1],
+             "groups": 1},
+    "shape": [1, 8, 16, 16],
+    "dtype": "float32",
+}  # fmt: skip
+CONV_IN = [{"shape": [1, 3, 32, 32], "dtype": "float32"}]
+CONV_W = {"name": "w", "shape": [8, 3, 3, 3], "dtype": "float32", "parameter": True}
+
+
+def test_a_convolution_alone_has_nothing_to_fuse_and_says_so():
+    res = plan(info([CONV], CONV_IN, [CONV_W]))
+    assert isinstance(res, NoTemplate) and "conv2d alone" in res.reason
+
+
+def test_a_convolution_with_an_epilogue_keeps_its_convolution_and_fuses_the_rest():
+    from assay.kernels import render
+
+    bias = {"name": "b", "shape": [8, 1, 1], "dtype": "float32", "parameter": True}
+    nodes = [
+        CONV,
+        {"op": "relu", "args": {"input": "%n0"}, "shape": [1, 8, 16, 16], "dtype": "float32"},
+        {
+            "op": "add",
+            "args": {"input": "%n1", "other": "%p1", "alpha": 1},
+            "shape": [1, 8, 16, 16],
+            "dtype": "float32",
+        },
+    ]
+    res = plan(info(nodes, CONV_IN, [CONV_W, bias]))
+    assert not isinstance(res, NoTemplate), res
+    t = res[0].template
+    assert t.kind == "conv" and t.spec["conv"]["stride"] == [2, 2]
+    # The epilogue's operands: the convolution's output first, then the per-channel bias.
+    assert [(leaf["ref"], leaf["kind"]) for leaf in t.spec["chain"]["leaves"]] == [("%conv", "full"), ("%p1", "row")]
+    src = render(t, res[0].space.configs[0])
+    # No module owns the weight here, so the functional op with the reference's arguments.
+    assert "y = torch.nn.functional.conv2d(x, self.w, None, stride=[2, 2], padding=[1, 1]" in src
+    assert "return _KERNEL(_variant, self._k, y, self.b)" in src
+    # An op after the convolution that is not elementwise still names itself.
+    pool = {"op": "max_pool2d", "args": {"input": "%n0"}, "shape": [1, 8, 8, 8], "dtype": "float32"}
+    res = plan(info([CONV, pool], CONV_IN, [CONV_W]))
+    assert isinstance(res, NoTemplate) and "max_pool2d" in res.reason
 
 
 def test_other_dtypes_have_no_template():
