@@ -283,6 +283,11 @@ def test_inline_cpp_rules(code, check):
     assert check in failed(cpp(code))
 
 
+def test_a_cpp_contraction_passes_the_scan_and_other_aten_calls_do_not():
+    assert failed(cpp("at::Tensor y = at::conv2d(x, w);")) == set()
+    assert "source_no_torch_compute" in failed(cpp("at::Tensor y = at::softmax(x, -1);"))
+
+
 def test_plain_cpp_kernel_with_openmp_is_allowed():
     code = (
         "torch::Tensor f(torch::Tensor x) {\n"

@@ -55,6 +55,17 @@ def test_an_honest_extension_is_clean():
     assert judge_symbols(listing, CRITERIA) == []
 
 
+def test_a_contraction_may_be_imported_and_is_judged_at_run_time():
+    # Which convolution, on which sizes, is the op recorder's to say (test_kernel_contractions).
+    listing = nm(
+        "at::_ops::conv2d::call(at::Tensor const&, at::Tensor const&, std::optional<at::Tensor> const&, "
+        "c10::ArrayRef<long>, c10::ArrayRef<long>, c10::ArrayRef<long>, long)",
+        "at::_ops::addmm::call(at::Tensor const&, at::Tensor const&, at::Tensor const&, c10::Scalar const&, "
+        "c10::Scalar const&)",
+    )
+    assert judge_symbols(listing, CRITERIA) == []
+
+
 @pytest.mark.parametrize(
     "symbol, words",
     [

@@ -632,7 +632,8 @@ def _strip_cpp_comments(text: str) -> str:
 
 def scan_cpp(texts: list[tuple[int, str]], criteria: Criteria) -> list[Finding]:
     findings: list[Finding] = []
-    allowed = set(criteria.scan.allowed_cpp)
+    # at::conv2d and friends as in Python: the run-time record judges which and on what sizes.
+    allowed = set(criteria.scan.allowed_cpp) | set(criteria.scan.allowed_contractions)
     methods = tensor_names() - set(criteria.scan.allowed_tensor_methods) - _plain_type_methods()
     for line, raw in texts:
         text = _strip_cpp_comments(raw)

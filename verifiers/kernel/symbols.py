@@ -235,7 +235,9 @@ def allowed_structs(allowed_ops: tuple[str, ...]) -> frozenset[str]:
 def judge_symbols(nm_output: str, criteria: Criteria, torch_defined: frozenset[str] | None = None) -> list[str]:
     """Problems found in the undefined symbols nm lists; [] when the libraries are clean.
     torch_defined: what torch's libraries define (default: this process's torch)."""
-    ok = allowed_structs(tuple(criteria.ops.allowed))
+    # The contractions too: which ones, on which sizes, is the op recorder's to judge
+    # (contractions.py); the binary only says which ops it can call.
+    ok = allowed_structs(tuple(criteria.ops.allowed) + tuple(criteria.ops.contractions))
     if torch_defined is None:
         torch_defined = torch_exports()
     problems: list[str] = []
