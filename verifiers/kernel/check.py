@@ -237,9 +237,8 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
     records = {r.get("id"): r for r in report.get("runs") or [] if isinstance(r, dict)}
     allowed = set(crit.ops.allowed)
     bad_ops: dict[str, int] = {}
-    reference = {"runs": (metrics.get("contractions") or {}).get("reference")}
+    reference = (metrics.get("contractions") or {}).get("reference")
     contracted_bad: dict[str, list[str]] = {}  # reason: the runs it holds for
-    steps = frozenset(crit.ops.allowed) | frozenset(crit.ops.contractions)
     made: list = []  # runs on which the candidate made the reference's contractions
     outputs: dict[int, list] = {}
     expected: dict[int, list] = {}
@@ -258,8 +257,7 @@ def _judge_check(ref: ReferenceRun, checks: Checks, metrics: dict, ws: Path, rep
                 if op not in allowed:
                     key = op + (" (on another thread)" if src == "foreign_ops" else "")
                     bad_ops[key] = bad_ops.get(key, 0) + int(n)
-        theirs = contractions.allowance(reference, rid)
-        over = contractions.excess(rec.get("contracted_ops"), theirs, 1, steps)
+        over, theirs = contractions.beyond(rec.get("contracted_ops"), reference, rid, crit.ops)
         if over:
             contracted_bad.setdefault(contractions.refusal(over, theirs), []).append(label)
         elif (rec.get("contracted_ops") or {}).get("roots"):

@@ -41,11 +41,18 @@ def operands(key: str) -> str:
     return f"{_SAME.get(name, name)}({';'.join(inputs[start : start + 2])})"
 
 
-def allowance(record: dict | None, run_id: int | str) -> dict:
-    """What the reference's forward opened, and ran inside, on run `run_id`'s inputs:
-    {"roots": {operands: n}, "inside": {op name, ...}}."""
-    runs = (record or {}).get("runs") or {}
-    got = runs.get(str(run_id)) if isinstance(runs, dict) else None
+def beyond(made: dict | None, reference: dict | None, run_id: int | str, ops, calls: int = 1) -> tuple[dict, dict]:
+    """(what `made` over `calls` forward calls has beyond the reference's record for run
+    `run_id`, that allowance) as excess() and allowance() give them; `ops`: the criteria's
+    [ops], whose allocation, views and contractions may run inside a contraction too."""
+    theirs = allowance(reference, run_id)
+    return excess(made, theirs, calls, frozenset(ops.allowed) | frozenset(ops.contractions)), theirs
+
+
+def allowance(reference: dict | None, run_id: int | str) -> dict:
+    """What the reference's forward opened, and ran inside, on run `run_id`'s inputs
+    (`reference`: the recorded runs by id): {"roots": {operands: n}, "inside": {op name, ...}}."""
+    got = reference.get(str(run_id)) if isinstance(reference, dict) else None
     roots: dict[str, int] = {}
     inside: set[str] = set()
     if isinstance(got, dict):

@@ -12,10 +12,10 @@ torch/lib, and every OpenMP kernel's threads wait in it); torch's glue (libc10, 
 types, allocator, bindings; no kernel lives there); Sleef's vector math, which libtorch_cpu
 exports and at::vec's inline code calls from a candidate's own kernel; libtorch_cpu's other
 code; other people's numeric libraries (numpy's OpenBLAS...); the reference's own contractions
-(torch's or a numeric library's code while a convolution or matmul the op recorder matched to
-the reference's ran); and everything else (libc, libm, Python). Too much time in libtorch_cpu's other code fails no_torch_compute (an honest kernel
-spends 0-1% there: allocation through the dispatcher); in the numeric libraries,
-extension_symbols.
+(torch's code while a convolution or matmul the op recorder matched to the reference's ran:
+oneDNN and MKL live in libtorch_cpu); and everything else (libc, libm, Python). Too much time
+in libtorch_cpu's other code fails no_torch_compute (an honest kernel spends 0-1% there:
+allocation through the dispatcher); in the numeric libraries, extension_symbols.
 """
 
 from __future__ import annotations

@@ -172,10 +172,14 @@ def _timing(
             "while timed, forward dispatched " + ", ".join(f"{k} x{v}" for k, v in list(bad.items())[:8]),
         )
     # The calls counted by the supervisor, not by the candidate's process.
-    theirs = contractions.allowance({"runs": (metrics.get("contractions") or {}).get("reference")}, ref.runs[0]["id"])
     calls = result.get("candidate_calls")
-    steps = frozenset(crit.ops.allowed) | frozenset(crit.ops.contractions)
-    over = contractions.excess(report.get("contracted_ops"), theirs, calls if isinstance(calls, int) else 0, steps)
+    over, theirs = contractions.beyond(
+        report.get("contracted_ops"),
+        (metrics.get("contractions") or {}).get("reference"),
+        ref.runs[0]["id"],
+        crit.ops,
+        calls if isinstance(calls, int) else 0,
+    )
     if over:
         checks.fail("no_torch_compute", "while timed, forward made " + contractions.refusal(over, theirs))
     if report.get("integrity"):

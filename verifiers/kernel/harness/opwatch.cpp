@@ -21,8 +21,8 @@
 // Contractions. A candidate may make the reference's own contractions (its convolutions and
 // matmuls, named by the harness through assay_opwatch_scopes) and fuse what follows them; the
 // verifier then needs to know which contraction, on which shapes, and what ran inside it. So
-// each op on the arming thread is recorded with its tensor inputs' sizes, and tagged: 'w' for
-// an op outside any contraction, 'r' for a contraction entered from outside one (a root), 'n'
+// each op on the arming thread is tagged: 'w' for an op outside any contraction, 'r' for a
+// contraction entered from outside one (a root, recorded with its tensor inputs' sizes), 'n'
 // for an op inside one. The harness compares the roots and what ran inside them with the
 // reference's own record, made by this same library in the same process before the candidate
 // was imported. While a root runs, `assay_contraction_depth` is non-zero: the sampler (sampler.cpp,
@@ -46,10 +46,9 @@ extern std::atomic<int> assay_contraction_depth;
 namespace {
 
 std::mutex mu;
-std::map<std::string, long long> in_window;   // arming thread, while armed: "<tag><name>(<sizes>)"
+std::map<std::string, long long> in_window;   // arming thread, while armed: "<tag><name>[(<sizes>)]"
 std::map<std::string, long long> foreign;     // any other thread, any time
 std::set<std::string> scopes;                 // the contractions' op names
-thread_local int depth = 0;                   // contractions open on this thread
 std::atomic<bool> armed{false};
 std::atomic<long long> total{0};
 std::atomic<long long> switches{0};           // arm and disarm calls, to match the harness's count
@@ -100,18 +99,20 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   std::unique_ptr<at::ObserverContext> opened;
   std::lock_guard<std::mutex> guard(mu);
   if (mine) {
-    char tag = 'w';
-    if (depth > 0) {
-      tag = 'n';
-    } else if (scopes.count(name)) {
-      tag = 'r';
+    // Only the arming thread opens contractions, so the sampler's counter is this thread's depth.
+    const bool inside = assay_contraction_depth.load() > 0;
+    const bool scope = scopes.count(name) > 0;
+    if (inside) {
+      in_window['n' + name] += 1;
+    } else if (scope) {
+      in_window['r' + name + '(' + sizes_of(fn) + ')'] += 1;  // only a root's sizes are judged
+    } else {
+      in_window['w' + name] += 1;
     }
-    if (scopes.count(name)) {
-      ++depth;
+    if (scope) {
       assay_contraction_depth.fetch_add(1);
       opened = std::make_unique<Opened>();
     }
-    in_window[tag + name + '(' + sizes_of(fn) + ')'] += 1;
   } else {
     foreign["f" + name] += 1;
   }
@@ -121,7 +122,6 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 
 void on_end(const at::RecordFunction&, at::ObserverContext* ctx) {
   if (ctx != nullptr) {
-    --depth;
     assay_contraction_depth.fetch_sub(1);
   }
 }
@@ -197,8 +197,8 @@ long long assay_opwatch_switches() {
 }
 
 // The counts since the last take, as lines "<tag><op name>[(<sizes>)]\t<count>\n" (w, r, n: the
-// arming thread while armed, outside, opening, inside a contraction; f: any other thread, no
-// sizes), into buf. Returns the length written, or minus the length
+// arming thread while armed, outside, opening (with sizes), inside a contraction; f: any other
+// thread), into buf. Returns the length written, or minus the length
 // needed (clearing nothing) when cap is too small.
 long long assay_opwatch_take(char* buf, long long cap) {
   std::lock_guard<std::mutex> guard(mu);

@@ -368,7 +368,7 @@ class OpWatch:
     def take(self) -> tuple[dict, dict]:
         """(ops on the arming thread while armed, outside contractions, ops on other threads)
         since the last take; the contractions opened from outside one, and the ops that ran inside
-        them, as {"roots": {"name(sizes)": n}, "inside": {...}}, go to self.contracted."""
+        them, as {"roots": {"name(sizes)": n}, "inside": {"name": n}}, go to self.contracted."""
         n = self._take(self._buffer, len(self._buffer))
         while n < 0:
             self._buffer = self._create(-n * 2)
@@ -382,9 +382,8 @@ class OpWatch:
                 part = self.contracted["roots" if line[0] == "r" else "inside"]
                 part[key] = part.get(key, 0) + int(count)
                 continue
-            name = key.partition("(")[0] if line[0] == "w" else key
             into = mine if line[0] == "w" else other
-            into[name] = into.get(name, 0) + int(count)
+            into[key] = into.get(key, 0) + int(count)
         return mine, other
 
 
