@@ -141,7 +141,7 @@ def conv_call(conv: dict, info, names: list[str]) -> str:
         return f"self.{owner}({x})"
     w = _ref_expr(info, conv["weight"], names)
     b = _ref_expr(info, conv["bias"], names) if conv.get("bias") else "None"
-    keys = ", ".join(f"{k}={conv[k]!r}" for k in ("stride", "padding", "dilation", "groups") if conv.get(k) is not None)
+    keys = ", ".join(f"{k}={v!r}" for k, v in conv["options"].items())
     return f"torch.nn.functional.{conv['op']}({x}, {w}, {b}{', ' if keys else ''}{keys})"
 
 

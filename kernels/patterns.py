@@ -173,11 +173,11 @@ def _conv(info: TaskInfo) -> dict:
     if info.nodes[-1]["shape"] != out_shape:
         raise Unsupported(f"the chain after {conv['op']} changes the shape {out_shape} to {info.nodes[-1]['shape']}")
     place_leaves(chain, out_shape)
-    keep = ("stride", "padding", "dilation", "groups")
+    options = {k: args[k] for k in ("stride", "padding", "dilation", "groups") if args.get(k) is not None}
     return {
         "chain": chain.to_json(),
         "out_shape": out_shape,
-        "conv": {"op": conv["op"], "input": x, "weight": weight, "bias": bias, **{k: args.get(k) for k in keep}},
+        "conv": {"op": conv["op"], "input": x, "weight": weight, "bias": bias, "options": options},
     }
 
 

@@ -69,7 +69,7 @@ def test_a_convolution_with_an_epilogue_keeps_its_convolution_and_fuses_the_rest
     res = plan(info(nodes, CONV_IN, [CONV_W, bias]))
     assert not isinstance(res, NoTemplate), res
     t = res[0].template
-    assert t.kind == "conv" and t.spec["conv"]["stride"] == [2, 2]
+    assert t.kind == "conv" and t.spec["conv"]["options"]["stride"] == [2, 2]
     # The epilogue's operands: the convolution's output first, then the per-channel bias.
     assert [(leaf["ref"], leaf["kind"]) for leaf in t.spec["chain"]["leaves"]] == [("%conv", "full"), ("%p1", "row")]
     src = render(t, res[0].space.configs[0])
