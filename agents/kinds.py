@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # kind -> "module:attribute" of its AgentKind.
 SHIPPED: dict[str, str] = {
     "kernel": "assay.agents.kernel.kind:KIND",
+    "quant": "assay.agents.quant.kind:KIND",
 }
 
 

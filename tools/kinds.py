@@ -12,6 +12,7 @@ from assay.errors import UserError
 # kind -> module registering its tools.
 SHIPPED: dict[str, str] = {
     "kernel": "assay.tools.kernel",
+    "quant": "assay.tools.quant",
 }
 
 

@@ -25,6 +25,7 @@ from assay.verifiers.outcome import Outcome
 # kind -> "module:attribute" of its VerifierKind.
 SHIPPED: dict[str, str] = {
     "kernel": "assay.verifiers.kernel.kind:KIND",
+    "quant": "assay.verifiers.quant.kind:KIND",
 }
 
 Progress = Callable[[str, float], None]

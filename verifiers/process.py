@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from assay import __version__
 from assay.errors import UserError
 from assay.ledger import Ledger, LedgerError, Verdict
@@ -53,9 +55,11 @@ def judge(kind: VerifierKind, request: VerifyRequest, progress: Progress | None 
     profile's name. The options are validated by the verifier's own model first."""
     try:
         kind.options_model.model_validate(request.options)
-    except ValueError as exc:
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "options"
         raise UserError(
-            f"the job's [{kind.name}] options are not ones the {kind.name} verifier takes: {str(exc).splitlines()[0]}",
+            f"the job's [{kind.name}] options are not ones the {kind.name} verifier takes: {where}: {err['msg']}",
             f"see examples/{kind.name}/ for a valid job",
         ) from None
     criteria = load_criteria_for(kind, request.criteria)

@@ -10,20 +10,17 @@ so it goes through the same MCP tools, gateway and verifier as any other brain.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo
+
+from assay.agents.history import find as _find
+from assay.agents.history import human_note as _human_note
+from assay.agents.history import last_calls as _last_calls
+from assay.agents.history import prompt_value
+from assay.agents.history import returns as _returns
+from assay.agents.history import text as _text
 
 CANDIDATE = "candidate.py"
 
@@ -31,48 +28,8 @@ CANDIDATE = "candidate.py"
 # --- the playbook --------------------------------------------------------------------------
 
 
-def _returns(messages: list[ModelMessage]) -> list[tuple[str, Any, bool]]:
-    """(tool name, content, failed) for every tool result so far, oldest first."""
-    out = []
-    for m in messages:
-        if isinstance(m, ModelRequest):
-            for p in m.parts:
-                if isinstance(p, ToolReturnPart):
-                    out.append((p.tool_name, p.content, getattr(p, "outcome", "success") != "success"))
-                elif isinstance(p, RetryPromptPart) and p.tool_name:
-                    out.append((p.tool_name, p.content, True))
-    return out
-
-
-def _last_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
-    for m in reversed(messages):
-        if isinstance(m, ModelResponse):
-            return [p for p in m.parts if isinstance(p, ToolCallPart)]
-    return []
-
-
-def _human_note(messages: list[ModelMessage]) -> str | None:
-    last = messages[-1] if messages else None
-    if isinstance(last, ModelRequest):
-        for p in last.parts:
-            if isinstance(p, UserPromptPart) and isinstance(p.content, str) and p.content.startswith("A human "):
-                return p.content
-    return None
-
-
 def _backend(messages: list[ModelMessage]) -> str:
-    for m in messages:
-        if isinstance(m, ModelRequest):
-            for p in m.parts:
-                if isinstance(p, UserPromptPart) and isinstance(p.content, str):
-                    found = re.search(r"backend=(cpp|triton)", p.content)
-                    if found:
-                        return found.group(1)
-    return "cpp"
-
-
-def _text(content: Any) -> str:
-    return content if isinstance(content, str) else str(content)
+    return prompt_value(messages, r"backend=(cpp|triton)") or "cpp"
 
 
 def playbook(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -125,13 +82,6 @@ def playbook(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if tool == "submit":
         return done(f"submitted {CANDIDATE}; the verifier decides")
     return done(f"no candidate: unexpected tool result from {tool}")
-
-
-def _find(results: list[tuple[str, Any, bool]], tool: str) -> Any:
-    for name, content, failed in reversed(results):
-        if name == tool and not failed:
-            return content
-    return None
 
 
 def _plan(task: Any, backend: str):

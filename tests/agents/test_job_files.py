@@ -184,7 +184,7 @@ def test_bad_budgets_name_the_field(place, budget, words):
 @pytest.mark.parametrize(
     "text, words",
     [
-        ('kind = "quant"\ntask = "task.py"\n', "field 'kind' is 'quant'"),
+        ('kind = "port"\ntask = "task.py"\n', "field 'kind' is 'port'"),
         ('task = "task.py"\n', "field 'kind' is None"),
         ('kind = 3\ntask = "task.py"\n', "field 'kind' is 3"),
         ('kind = "kernel"\n', "field 'task'"),

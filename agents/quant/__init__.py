@@ -1,0 +1,1 @@
+"""The quant kind's agent side: its options, staging, prompt and playbook brain."""
