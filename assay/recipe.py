@@ -78,9 +78,10 @@ class Float8WeightOnly(_Rule):
 
 class EagerDynamicInt8(_Rule):
     """torch.ao.quantization.quantize_dynamic to qint8 (fbgemm/onednn kernels): the legacy eager
-    dynamic quantizer, Linear modules only."""
+    dynamic quantizer, Linear modules only; weights per tensor, or per output channel."""
 
     config: Literal["eager_dynamic_int8"]
+    per_channel: bool = False
 
 
 Rule = Annotated[

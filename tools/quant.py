@@ -117,12 +117,12 @@ class ConfigSpec(_Args):
     ]
     bits: int | None = Field(default=None, ge=2, le=8)
     group_size: int | None = Field(default=None, ge=0, le=256)
+    per_channel: bool | None = None
 
     def rule(self) -> dict[str, Any]:
         """The config as a recipe rule would give it (validated by the recipe format itself)."""
-        extra = "".join(
-            f"{k} = {v}\n" for k, v in (("bits", self.bits), ("group_size", self.group_size)) if v is not None
-        )
+        given = (("bits", self.bits), ("group_size", self.group_size), ("per_channel", self.per_channel))
+        extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in given if v is not None)
         try:
             recipe = parse_recipe(f'[[rule]]\nmatch = "*"\nconfig = "{self.config}"\n{extra}'.encode(), "config")
         except UserError as exc:

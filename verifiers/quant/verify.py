@@ -43,9 +43,12 @@ def harness_dir() -> Path:
     return Path(str(resources.files("assay.verifiers.quant").joinpath("harness")))
 
 
-def sentence_pool() -> list[str]:
+def sentence_pool() -> list[tuple[str, str]]:
+    """Paraphrase pairs: each sentence's true nearest neighbour is its pair, so neighbour
+    agreement measures retrieval, not the order of unrelated sentences' near-ties."""
     text = resources.files("assay.verifiers.quant").joinpath("heldout_sentences.txt").read_text(encoding="utf-8")
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    pairs = [tuple(part.strip() for part in line.split(" | ")) for line in text.splitlines() if line.strip()]
+    return [(p[0], p[1]) for p in pairs if len(p) == 2]
 
 
 def inspect_task(path: Path) -> tuple[str, str]:
@@ -123,7 +126,7 @@ def verify_quant(
         "seed": held.seed(),
         "heldout_seed": held.seed(),
         "heldout_count": crit.heldout.count,
-        "heldout_texts": held.rng.sample(pool, min(crit.heldout.texts, len(pool))),
+        "heldout_texts": [t for pair in held.rng.sample(pool, min(crit.heldout.texts // 2, len(pool))) for t in pair],
         "threads": os.cpu_count() or 2,
         "rounds": crit.timing.rounds if options.objective == "latency" or options.min_speedup is not None else 0,
         "target_round_s": crit.timing.target_round_s,

@@ -28,6 +28,8 @@ sys.path.insert(
 
 from assay_harness import emit, load_entry, read_plan  # noqa: E402
 
+SQNR_CAP = 200.0
+
 
 def fail(stage: str, message: str) -> None:
     emit({"ok": False, "stage": stage, "error": message[-4000:]})
@@ -104,9 +106,13 @@ def apply_recipe(model, rules: list[dict], decided: dict[str, int]) -> dict[int,
             errors[i] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
     if eager:
         # after torchao's: the eager quantizer swaps modules, and swapped ones are no longer nn.Linear
-        from torch.ao.quantization.qconfig import default_dynamic_qconfig as qconfig
+        from torch.ao.quantization.qconfig import default_dynamic_qconfig, per_channel_dynamic_qconfig
 
-        spec = {n: qconfig for names in eager.values() for n in names}
+        spec = {
+            n: per_channel_dynamic_qconfig if rules[i].get("per_channel") else default_dynamic_qconfig
+            for i, names in eager.items()
+            for n in names
+        }
         try:
             torch.ao.quantization.quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
         except Exception as exc:
@@ -191,7 +197,8 @@ def drift(ref: list, got: list, output: str, torch) -> dict:
     out = {
         "rows": int(r.shape[0]),
         "finite": finite,
-        "sqnr_db": float(10 * torch.log10(r.pow(2).sum() / err)) if err > 0 else math.inf,
+        # capped, so JSON carries a number: an output the module does not reach reads 200 dB
+        "sqnr_db": min(SQNR_CAP, float(10 * torch.log10(r.pow(2).sum() / err))) if err > 0 else SQNR_CAP,
         "max_abs_err": float((g - r).abs().max()) if finite else math.inf,
     }
     if output == "logits":
