@@ -75,7 +75,7 @@ typecheck: install-test
 	$(VENV)/bin/pyright -p pyproject.toml
 
 test: install-test sandboxes services lint typecheck
-	$(PY) -P -m pytest -q --durations=15 $(PYTEST_ARGS)
+	$(PY) -P -m pytest -q --durations=40 $(PYTEST_ARGS)
 
 bench: install sandboxes
 	$(PY) bench/sandbox.py
