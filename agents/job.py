@@ -190,7 +190,30 @@ def _load(p: Path) -> Job:
             "set task to a path relative to the job file",
         )
     _check_task(p, job.task_path)
+    _check_names(p, job.task_path, kind_name, tuple(getattr(kind, "task_names", ())))
     return job
+
+
+def _check_names(job_file: Path, task: Path, kind: str, names: tuple[str, ...]) -> None:
+    """The module-level names a kind's task file must define (its `task_names`), so a task of
+    another kind is one line here, not a run whose agent finds nothing to work on."""
+    if not names:
+        return
+    tree = ast.parse(task.read_text(encoding="utf-8"), filename=task.name)
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign):
+            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found.add(node.target.id)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise UserError(
+            f"job file {job_file}: task {_show(str(task))} defines no {', '.join(missing)}",
+            f"a {kind} task defines {', '.join(names)} (DESIGN.md, Job kinds)",
+        )
 
 
 # A task file is a page or two of Python; anything near this is not one.

@@ -32,6 +32,8 @@ class QuantKind:
     options_model = QuantOptions
     default_manifest = "quant-agent"
     default_criteria = "quant-default"
+    # what load_job checks a quant job's task file defines
+    task_names = ("get_model", "get_inputs", "get_probes", "OUTPUT")
 
     def stage(self, job: Job, workspace: Path) -> None:
         # The agent works on a copy; the verifier reads the original the job names.

@@ -185,6 +185,8 @@ def test_bad_budgets_name_the_field(place, budget, words):
     "text, words",
     [
         ('kind = "port"\ntask = "task.py"\n', "field 'kind' is 'port'"),
+        # a kernel task under a quant job: named at load, not a run whose agent finds no model
+        ('kind = "quant"\ntask = "task.py"\n', "defines no get_model"),
         ('task = "task.py"\n', "field 'kind' is None"),
         ('kind = 3\ntask = "task.py"\n', "field 'kind' is 3"),
         ('kind = "kernel"\n', "field 'task'"),
