@@ -189,17 +189,16 @@ def _load(p: Path) -> Job:
             f"job file {p}: task file {_show(str(job.task_path))} not found",
             "set task to a path relative to the job file",
         )
-    _check_task(p, job.task_path)
-    _check_names(p, job.task_path, kind_name, tuple(getattr(kind, "task_names", ())))
+    tree = _check_task(p, job.task_path)
+    _check_names(p, job.task_path, tree, kind_name, tuple(getattr(kind, "task_names", ())))
     return job
 
 
-def _check_names(job_file: Path, task: Path, kind: str, names: tuple[str, ...]) -> None:
+def _check_names(job_file: Path, task: Path, tree: ast.Module, kind: str, names: tuple[str, ...]) -> None:
     """The module-level names a kind's task file must define (its `task_names`), so a task of
     another kind is one line here, not a run whose agent finds nothing to work on."""
     if not names:
         return
-    tree = ast.parse(task.read_text(encoding="utf-8"), filename=task.name)
     found: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -220,8 +219,8 @@ def _check_names(job_file: Path, task: Path, kind: str, names: tuple[str, ...]) 
 MAX_TASK_BYTES = 1 << 20
 
 
-def _check_task(job_file: Path, task: Path) -> None:
-    """The task is a Python file that parses. Says so without quoting it: a job naming
+def _check_task(job_file: Path, task: Path) -> ast.Module:
+    """The task is a Python file that parses (its tree, for the kind's checks). Says so without quoting it: a job naming
     /etc/passwd or a key file must not get its first line echoed back."""
     where = f"job file {job_file}: task {_show(str(task))}"
     fix = "set task to the job's Python task file (Model, get_inputs, ...), relative to the job file"
@@ -235,7 +234,7 @@ def _check_task(job_file: Path, task: Path) -> None:
     if len(raw) > MAX_TASK_BYTES:
         raise UserError(f"{where} is over {MAX_TASK_BYTES} bytes", fix)
     try:
-        ast.parse(raw.decode("utf-8"), filename=task.name)
+        return ast.parse(raw.decode("utf-8"), filename=task.name)
     except UnicodeDecodeError:
         raise UserError(f"{where} is not UTF-8 text", fix) from None
     except (SyntaxError, ValueError) as exc:

@@ -21,7 +21,7 @@ module only says what a recipe may say.
 from __future__ import annotations
 
 import tomllib
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -88,15 +88,9 @@ Rule = Annotated[
     KeepFp32 | Int8WeightOnly | Int8Dynamic | IntxWeightOnly | Int4WeightOnly | Float8WeightOnly | EagerDynamicInt8,
     Field(discriminator="config"),
 ]
-CONFIGS = (
-    "none",
-    "int8_weight_only",
-    "int8_dynamic",
-    "intx_weight_only",
-    "int4_weight_only",
-    "float8_weight_only",
-    "eager_dynamic_int8",
-)
+# The vocabulary, read off the rule models themselves (one list: the tools offer the same names).
+CONFIGS: tuple[str, ...] = tuple(get_args(m.model_fields["config"].annotation)[0] for m in get_args(get_args(Rule)[0]))
+QUANTIZING: tuple[str, ...] = tuple(c for c in CONFIGS if c != "none")
 
 
 class Recipe(BaseModel):

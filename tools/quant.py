@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay.errors import UserError
-from assay.recipe import CONFIGS, parse_recipe
+from assay.recipe import CONFIGS, QUANTIZING, parse_recipe
 from assay.tools.context import ToolContext
 from assay.tools.files import open_in_workspace, read_bytes
 from assay.tools.registry import ToolFailure, registry
@@ -107,14 +107,8 @@ def quant_modules(ctx: ToolContext, args: NoArgs) -> ModuleTable:
 
 
 class ConfigSpec(_Args):
-    config: Literal[
-        "int8_weight_only",
-        "int8_dynamic",
-        "intx_weight_only",
-        "int4_weight_only",
-        "float8_weight_only",
-        "eager_dynamic_int8",
-    ]
+    # the recipe format's own names (none excepted), so the two lists cannot drift apart
+    config: Literal[QUANTIZING]  # pyright: ignore[reportInvalidTypeForm] - a Literal built from the recipe's tuple
     bits: int | None = Field(default=None, ge=2, le=8)
     group_size: int | None = Field(default=None, ge=0, le=256)
     per_channel: bool | None = None

@@ -15,12 +15,12 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
-    ToolReturnPart,
     UserPromptPart,
 )
+
+from assay.agents.history import returns  # the playbooks' own reading of tool results
 
 # A candidate the verifier throws out at its source scan, quickly and without running it.
 TINY_CANDIDATE = "import subprocess\n\n\nclass ModelNew:\n    pass\n"
@@ -43,19 +43,6 @@ def text(s: str) -> ModelResponse:
 
 def last_parts(messages: list[ModelMessage]) -> list:
     return list(messages[-1].parts) if messages and isinstance(messages[-1], ModelRequest) else []
-
-
-def returns(messages: list[ModelMessage]) -> list[tuple[str, Any, bool]]:
-    """(tool, content, failed) of every tool result so far."""
-    out = []
-    for m in messages:
-        if isinstance(m, ModelRequest):
-            for p in m.parts:
-                if isinstance(p, ToolReturnPart):
-                    out.append((p.tool_name, p.content, getattr(p, "outcome", "success") != "success"))
-                elif isinstance(p, RetryPromptPart) and p.tool_name:
-                    out.append((p.tool_name, p.content, True))
-    return out
 
 
 def human_note(messages: list[ModelMessage]) -> str | None:
