@@ -115,7 +115,7 @@ def test_a_missing_recipe_is_bad_input(tmp_path):
     "task, recipe_text, extra, words",
     [
         ("no_model", '[[rule]]\nmatch = "*"\nconfig = "none"\n', [], "defines no get_model"),
-        ("generate", '[[rule]]\nmatch = "*"\nconfig = "none"\n', [], "is not verified yet"),
+        ("generate", '[[rule]]\nmatch = "*"\nconfig = "none"\n', [], "defines no get_tokenizer()"),
         ("bad_output", '[[rule]]\nmatch = "*"\nconfig = "none"\n', [], "OUTPUT is 'tokens'"),
         ("mlp", '[[rule]]\nmatch = "*"\nconfig = "int8_weight_only"\n', ["--objective", "memory"], "not measured yet"),
         ("mlp", '[[rule]]\nmatch = "*"\nconfig = "int8_weight_only"\n', ["--objective", "speed"], "objective"),

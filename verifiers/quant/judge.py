@@ -42,10 +42,13 @@ def _quality(figures: dict, output: str, crit: Criteria) -> tuple[bool, str]:
         q = crit.quality.logits
         top1, kl = figures["top1_agreement"], figures["kl_mean"]
         ok = top1 >= q.min_top1_agreement and kl <= q.max_kl_mean
+        ties = f", {figures['top1_ties']} flips at fp32 ties" if figures.get("top1_ties") else ""
         return ok, (
-            f"top-1 agreement {top1:.4f} (need >= {q.min_top1_agreement}), KL mean {kl:.4g} (need <= {q.max_kl_mean}), "
+            f"top-1 agreement {top1:.4f} (need >= {q.min_top1_agreement}{ties}), KL mean {kl:.4g} (need <= {q.max_kl_mean}), "
             f"SQNR {figures['sqnr_db']:.1f} dB over {figures['rows']} rows"
         )
+    if output == "generate":
+        return _generate_quality(figures, crit)
     e = crit.quality.embeddings
     cos, low, nn = figures["cosine_mean"], figures["cosine_min"], figures.get("nn_agreement")
     ok = cos >= e.min_cosine_mean and low >= e.min_cosine_min and (nn is None or nn >= e.min_nn_agreement)
@@ -53,6 +56,26 @@ def _quality(figures: dict, output: str, crit: Criteria) -> tuple[bool, str]:
     return ok, (
         f"cosine mean {cos:.4f} (need >= {e.min_cosine_mean}), min {low:.4f} (need >= {e.min_cosine_min}){nn_text}, "
         f"SQNR {figures['sqnr_db']:.1f} dB over {figures['rows']} rows"
+    )
+
+
+def _generate_quality(f: dict, crit: Criteria) -> tuple[bool, str]:
+    g = crit.quality.generate
+    ok = (
+        f["greedy_agreement"] >= g.min_greedy_agreement
+        and f["top1_agreement"] >= g.min_top1_agreement
+        and f["json_kept"] >= g.min_json_kept
+        and f["tool_agreement"] >= g.min_tool_agreement
+    )
+    ties = f" ({f['greedy_ties']} divergences at fp32 ties)" if f["greedy_ties"] else ""
+    return ok, (
+        f"greedy agreement {f['greedy_agreement']:.3f} (need >= {g.min_greedy_agreement}; "
+        f"{f['greedy_exact']:.0%} of {f['probes']} probes exact{ties}), "
+        f"teacher-forced top-1 {f['top1_agreement']:.3f} (need >= {g.min_top1_agreement}), KL mean {f['kl_mean']:.3g}, "
+        f"JSON valid {f['json_valid_quant']}/{f['json_probes']} against fp32's {f['json_valid_fp32']} "
+        f"(kept {f['json_kept']:.2f}, need >= {g.min_json_kept}), "
+        f"tool calls agreeing {f['tool_agreement']:.2f} of fp32's {f['tool_calls_fp32']} (need >= {g.min_tool_agreement}), "
+        f"SQNR {f['sqnr_db']:.1f} dB over {f['rows']} positions"
     )
 
 
@@ -178,7 +201,8 @@ def judge(result: dict[str, Any], recipe: Recipe, options: Any, crit: Criteria) 
 def readiness(task: str, output: str, objective: str, metrics: dict, passed: bool, reasons: list[str]) -> dict:
     """The model x machine card a verdict carries: quality kept, speed, size, viable or not, why."""
     held = metrics.get("heldout", {})
-    kept = {k: held[k] for k in ("top1_agreement", "kl_mean", "cosine_mean", "nn_agreement", "sqnr_db") if k in held}
+    keys = ("top1_agreement", "kl_mean", "cosine_mean", "nn_agreement", "sqnr_db", "greedy_agreement", "json_kept")
+    kept = {k: held[k] for k in (*keys, "tool_agreement") if k in held}
     m = metrics.get("machine", {})
     return {
         "model": task,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import random
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -51,6 +52,28 @@ def sentence_pool() -> list[tuple[str, str]]:
     return [(p[0], p[1]) for p in pairs if len(p) == 2]
 
 
+def prompt_pool() -> list[dict[str, str]]:
+    """The held-out prompts for generate tasks, as {"prompt", "expect"}."""
+    import tomllib
+
+    raw = resources.files("assay.verifiers.quant").joinpath("heldout_prompts.toml").read_text(encoding="utf-8")
+    return [{"prompt": p["text"], "expect": p["expect"]} for p in tomllib.loads(raw)["prompt"]]
+
+
+def sample_prompts(rng: random.Random, count: int) -> list[dict[str, str]]:
+    """`count` prompts, the kinds taken in turn (text, json, tool_call) so each is judged."""
+    by_kind: dict[str, list[dict[str, str]]] = {}
+    for p in prompt_pool():
+        by_kind.setdefault(p["expect"], []).append(p)
+    queues = [rng.sample(by_kind[k], len(by_kind[k])) for k in ("text", "json", "tool_call") if k in by_kind]
+    out: list[dict[str, str]] = []
+    while len(out) < count and any(queues):
+        for q in queues:
+            if q and len(out) < count:
+                out.append(q.pop())
+    return out
+
+
 def inspect_task(path: Path) -> tuple[str, str]:
     """(source, OUTPUT) of a task file; a UserError names what it lacks."""
     if not path.is_file():
@@ -75,11 +98,10 @@ def inspect_task(path: Path) -> tuple[str, str]:
         raise UserError(
             f"task file {path}: OUTPUT is {output!r}", f"set OUTPUT to one of: {', '.join(map(repr, OUTPUTS))}"
         )
-    if output == "generate":
+    if output == "generate" and "get_tokenizer" not in funcs:
         raise UserError(
-            f"task file {path}: OUTPUT = 'generate' is not verified yet (greedy continuation, JSON validity "
-            "and tool-call agreement are not built)",
-            "use a 'logits' task of the same model for now",
+            f"task file {path}: OUTPUT = 'generate' but the task defines no get_tokenizer()",
+            "add get_tokenizer() returning the model's tokenizer (encode, decode, eos_token_id)",
         )
     return source, output
 
@@ -127,6 +149,13 @@ def verify_quant(
         "heldout_seed": held.seed(),
         "heldout_count": crit.heldout.count,
         "heldout_texts": [t for pair in held.rng.sample(pool, min(crit.heldout.texts // 2, len(pool))) for t in pair],
+        "heldout_prompts": sample_prompts(held.rng, crit.heldout.prompts) if output == "generate" else [],
+        "tie_margin": crit.quality.generate.tie_margin if output == "generate" else crit.quality.logits.tie_margin,
+        "new_tokens": {
+            "text": crit.quality.generate.new_tokens,
+            "json": crit.quality.generate.structured_new_tokens,
+            "tool_call": crit.quality.generate.structured_new_tokens,
+        },
         "threads": os.cpu_count() or 2,
         "rounds": crit.timing.rounds if options.objective == "latency" or options.min_speedup is not None else 0,
         "target_round_s": crit.timing.target_round_s,

@@ -21,14 +21,22 @@ import sys
 import time
 import traceback
 import warnings
+from typing import Any
 
 sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "common", "harness")
 )
+# -I leaves the script's own folder off sys.path; the generate half lives beside it
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import quant_generate as gen  # noqa: E402
 from assay_harness import emit, load_entry, read_plan  # noqa: E402
 
 SQNR_CAP = 200.0
+# An argmax that flips where fp32's logits for the two classes lie within this many of the row's
+# standard deviations is a tie, not a change of answer (random-init heads are full of them);
+# quant-default sends its own figure, the agent's tools use this one.
+LOGIT_TIE = 0.02
 
 
 def fail(stage: str, message: str) -> None:
@@ -148,6 +156,8 @@ def as_args(x) -> tuple:
 def first_tensor(out, torch):
     if isinstance(out, torch.Tensor):
         return out
+    if isinstance(getattr(out, "logits", None), torch.Tensor):
+        return out.logits  # transformers' ModelOutput
     if isinstance(out, (list, tuple)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
     raise TypeError(
@@ -187,7 +197,7 @@ def run_all(model, probes: list[tuple], torch):
         return [first_tensor(model(*p), torch).detach().float() for p in probes]
 
 
-def drift(ref: list, got: list, output: str, torch) -> dict:
+def drift(ref: list, got: list, output: str, torch, tie: float = LOGIT_TIE) -> dict:
     import torch.nn.functional as F
 
     r = torch.cat([t.reshape(-1, t.shape[-1]) if t.dim() > 1 else t.reshape(1, -1) for t in ref]).double()
@@ -202,7 +212,13 @@ def drift(ref: list, got: list, output: str, torch) -> dict:
         "max_abs_err": float((g - r).abs().max()) if finite else math.inf,
     }
     if output == "logits":
-        out["top1_agreement"] = float((r.argmax(-1) == g.argmax(-1)).double().mean())
+        ra, ga = r.argmax(-1), g.argmax(-1)
+        margin = (r.gather(1, ra[:, None]) - r.gather(1, ga[:, None])).squeeze(1)
+        same = ra == ga
+        tied = ~same & (margin <= tie * r.std(-1))
+        out["top1_agreement"] = float((same | tied).double().mean())
+        out["top1_exact"] = float(same.double().mean())
+        out["top1_ties"] = int(tied.sum())
         kl = F.kl_div(F.log_softmax(g, -1), F.log_softmax(r, -1), log_target=True, reduction="none").sum(-1)
         out["kl_mean"] = float(kl.mean()) if finite else math.inf
         out["kl_max"] = float(kl.max()) if finite else math.inf
@@ -302,13 +318,19 @@ def machine(torch) -> dict:
 # --------------------------------------------------------------------------- main
 
 
-def load(plan: dict, torch, nn):
+def load(plan: dict, torch, nn) -> Any:
     """The task's fp32 model (built after seeding with the plan's seed), its probes, held-out
-    probes and timing inputs, and the model's outputs on both probe sets."""
+    probes and timing inputs, and the model's outputs on both probe sets (for generate: the
+    tokenizer; its references are made by the mode that needs them, generation is slow)."""
     try:
         task = load_entry(plan["task"], "assay_quant_task")
     except BaseException:
         fail("task", "the task failed to load: " + traceback.format_exc(limit=3))
+    output = str(plan.get("output") or getattr(task, "OUTPUT", ""))
+    if output not in ("logits", "embeddings", "generate"):
+        fail("task", f"OUTPUT is {output!r}: the quant kind measures 'logits', 'embeddings' or 'generate'")
+    if output == "generate" and not callable(getattr(task, "get_tokenizer", None)):
+        fail("task", "OUTPUT = 'generate' needs get_tokenizer() (encode, decode, eos_token_id)")
     try:
         torch.manual_seed(plan["seed"])
         fp32 = task.get_model()
@@ -316,7 +338,18 @@ def load(plan: dict, torch, nn):
             fail("task", f"get_model() returned {type(fp32).__name__}, not a torch.nn.Module")
         fp32 = fp32.eval()
         probes = task.get_probes()
-        if probes and all(isinstance(p, str) for p in probes):
+        if not probes:
+            fail("task", "get_probes() returned no probes")
+        inputs = as_args(task.get_inputs())
+        if output == "generate":
+            tokenizer = task.get_tokenizer()
+            new = plan.get("new_tokens") or {"text": 32, "json": 64, "tool_call": 64}
+            probe_args = gen.probes_of(task, tokenizer, list(probes), new)
+            held_args = gen.probes_of(task, tokenizer, plan.get("heldout_prompts", []), new)
+            with torch.inference_mode():
+                first_tensor(fp32(torch.tensor([probe_args[0]["ids"]])), torch)  # fails here, in eager
+            return fp32, (probe_args, held_args), inputs, None, output, tokenizer
+        if all(isinstance(p, str) for p in probes):
             if not hasattr(task, "get_tokenizer"):
                 fail("task", "get_probes() returned texts but the task has no get_tokenizer()")
             tokenizer = task.get_tokenizer()
@@ -326,18 +359,21 @@ def load(plan: dict, torch, nn):
             probe_args = [as_args(p) for p in probes]
             count = plan.get("heldout_count", 0)
             held_args = synthetic_probes(probe_args, count, plan["heldout_seed"], torch) if count else []
-        if not probe_args:
-            fail("task", "get_probes() returned no probes")
-        inputs = as_args(task.get_inputs())
         refs = (run_all(fp32, probe_args, torch), run_all(fp32, held_args, torch))
     except SystemExit:
         raise
     except BaseException:
         fail("eager", "the task's fp32 model failed: " + traceback.format_exc(limit=4))
-    output = str(plan.get("output") or getattr(task, "OUTPUT", ""))
-    if output not in ("logits", "embeddings"):
-        fail("task", f"OUTPUT is {output!r}: the quant kind measures 'logits' or 'embeddings'")
-    return fp32, (probe_args, held_args), inputs, refs, output
+    return fp32, (probe_args, held_args), inputs, refs, output, None
+
+
+def generated(fp32, probes, tokenizer, torch) -> tuple[list, list]:
+    """fp32's greedy continuations of both probe sets (a generate task's references)."""
+    try:
+        return gen.references(fp32, probes[0], tokenizer, torch), gen.references(fp32, probes[1], tokenizer, torch)
+    except BaseException:
+        fail("eager", "the task's fp32 model failed to generate: " + traceback.format_exc(limit=4))
+        raise
 
 
 def linear_names(model, nn) -> list[str]:
@@ -410,13 +446,22 @@ def sensitivity_mode(plan: dict, fp32, probe_args, refs, output: str, torch, nn)
     return {"ok": True, "output": output, "bytes_fp32": base, "rows": rows}
 
 
-def measure_mode(plan: dict, fp32, probes, inputs, refs, output: str, torch, nn) -> dict:
+def measure_mode(plan: dict, fp32, probes, inputs, refs, output: str, tokenizer, torch, nn) -> dict:
     """The recipe applied, and everything the verdict is judged on."""
     t0 = time.perf_counter()
     qmodel, per_rule, done = quantize(fp32, plan["rules"], torch, nn)
     apply_s = time.perf_counter() - t0
     try:
-        got = (run_all(qmodel, probes[0], torch), run_all(qmodel, probes[1], torch))
+        if output == "generate":
+            tie = float(plan.get("tie_margin", LOGIT_TIE))
+            refs = generated(fp32, probes, tokenizer, torch)
+            figures = [gen.compare(qmodel, p, r, tokenizer, tie, torch) for p, r in zip(probes, refs, strict=True)]
+        else:
+            got = (run_all(qmodel, probes[0], torch), run_all(qmodel, probes[1], torch))
+            tie = float(plan.get("tie_margin", LOGIT_TIE))
+            figures = [drift(refs[0], got[0], output, torch, tie), drift(refs[1], got[1], output, torch, tie)]
+    except SystemExit:
+        raise
     except BaseException:
         fail("quantized", "the quantized model failed on the probes: " + traceback.format_exc(limit=4))
     result = {
@@ -436,8 +481,8 @@ def measure_mode(plan: dict, fp32, probes, inputs, refs, output: str, torch, nn)
         ],
         "bytes_fp32": serialized_bytes(fp32, torch),
         "bytes_quant": serialized_bytes(qmodel, torch),
-        "probes": drift(refs[0], got[0], output, torch),
-        "heldout": drift(refs[1], got[1], output, torch) if probes[1] else None,
+        "probes": figures[0],
+        "heldout": figures[1] if probes[1] else None,
         "apply_s": apply_s,
         "machine": machine(torch),
         "torch": torch.__version__,
@@ -466,14 +511,21 @@ def main() -> None:
     torch.set_num_threads(plan["threads"])
     mode = plan.get("mode", "measure")
     # OUTPUT as the verifier read it from the task's source (a tool's plan leaves it to the task)
-    fp32, probes, inputs, refs, output = load(plan, torch, nn)
+    fp32, probes, inputs, refs, output, tokenizer = load(plan, torch, nn)
     if mode == "modules":
         result = modules_mode(plan, fp32, output, torch, nn)
         result["machine"] = machine(torch)
     elif mode == "sensitivity":
-        result = sensitivity_mode(plan, fp32, probes[0], refs[0], output, torch, nn)
+        if output == "generate":
+            # ranked by the next-token logits along fp32's own continuations: one pass a probe
+            conts = generated(fp32, (probes[0], []), tokenizer, torch)[0]
+            seqs = [(torch.tensor([p["ids"] + r["cont"]]),) for p, r in zip(probes[0], conts, strict=True)]
+            result = sensitivity_mode(plan, fp32, seqs, run_all(fp32, seqs, torch), "logits", torch, nn)
+            result["output"] = output
+        else:
+            result = sensitivity_mode(plan, fp32, probes[0], refs[0], output, torch, nn)
     else:
-        result = measure_mode(plan, fp32, probes, inputs, refs, output, torch, nn)
+        result = measure_mode(plan, fp32, probes, inputs, refs, output, tokenizer, torch, nn)
     emit(result)
 
 
