@@ -175,3 +175,22 @@ def test_a_failed_tool_ends_the_run_with_its_reason():
     ]
     out = playbook(c.messages, INFO)
     assert isinstance(out.parts[0], TextPart) and "quant_modules failed" in out.parts[0].content
+
+
+def test_a_generate_recipe_must_keep_the_smooth_figure_clear_not_only_greedy_agreement():
+    from assay.agents.quant.playbook import TARGET_GENERATE, _keeps
+
+    figures = {
+        "finite": True,
+        "greedy_agreement": 1.0,
+        "top1_agreement": 0.995,
+        "sqnr_db": 45.0,
+        "json_kept": 1.0,
+        "tool_agreement": 1.0,
+    }
+    assert _keeps({"probes": figures, "heldout": None}, "generate")
+    # all four prompts agreed greedily on the tools' weights, but the teacher-forced noise is high:
+    # on other weights and prompts (the verifier's) that recipe diverged
+    noisy = {**figures, "sqnr_db": TARGET_GENERATE["sqnr_db"] - 7}
+    assert not _keeps({"probes": noisy, "heldout": None}, "generate")
+    assert not _keeps({"probes": {**figures, "json_kept": 0.5}, "heldout": None}, "generate")
