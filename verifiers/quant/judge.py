@@ -19,6 +19,7 @@ from assay.verifiers.outcome import Bar, Check, Figures, Headline, Outcome
 from assay.verifiers.quant.criteria import Criteria
 
 CHECK_ORDER = (
+    "measured",
     "recipe",
     "rules_match",
     "rules_applied",
