@@ -136,3 +136,24 @@ def test_bad_input_exits_2_with_one_line(tmp_path, task, recipe_text, extra, wor
     assert result.exit_code == 2, result.output
     assert words in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+# a generate task whose model fails in eager on its first prompt: the task's fault, exit 2
+BROKEN_GENERATE = (
+    "import torch\nOUTPUT = 'generate'\n"
+    "class T:\n    eos_token_id = 0\n    def encode(self, t, add_special_tokens=False): return [1, 2]\n"
+    "    def decode(self, ids, skip_special_tokens=True): return ''\n"
+    "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__(); self.l = torch.nn.Linear(4, 4)\n"
+    "    def forward(self, ids): raise ValueError('no')\n"
+    "def get_model(): return M()\ndef get_tokenizer(): return T()\n"
+    "def get_inputs(): return (torch.tensor([[1, 2]]),)\ndef get_probes(): return ['hi']\n"
+)
+
+
+def test_a_generate_model_that_fails_in_eager_is_bad_input(backend, tmp_path):
+    task = tmp_path / "broken_lm.py"
+    task.write_text(BROKEN_GENERATE)
+    rules = recipe(tmp_path, '[[rule]]\nmatch = "*"\nconfig = "int8_weight_only"\n')
+    result = invoke(str(task), str(rules), "--backend", backend)
+    assert result.exit_code == 2 and "broken_lm.py: ValueError: no" in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
