@@ -90,11 +90,17 @@ class ModuleTable(BaseModel):
     bytes_fp32: int
     machine: dict[str, Any] = Field(description="CPU, ISA flags (VNNI, AMX), torch's CPU capability, threads")
     configs: list[str] = Field(description="the recipe vocabulary")
+    kernels: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="which configs have fast kernels here: the commonest Linear shape alone, speed vs fp32 "
+        "at 1 row and 32 rows (advice, not a verdict)",
+    )
 
 
 @registry.tool(read_only=True, idempotent=True, kinds=KIND)
 def quant_modules(ctx: ToolContext, args: NoArgs) -> ModuleTable:
-    """The task's quantizable (Linear) modules with shapes and bytes, and what this machine has."""
+    """The task's quantizable (Linear) modules with shapes and bytes, what this machine has, and
+    which configs run fast here on the commonest Linear shape."""
     r = _run(ctx, {"mode": "modules"}, 180)
     return ModuleTable(
         output=r["output"],
@@ -103,6 +109,7 @@ def quant_modules(ctx: ToolContext, args: NoArgs) -> ModuleTable:
         bytes_fp32=r["bytes_fp32"],
         machine=r["machine"],
         configs=list(CONFIGS),
+        kernels=r.get("kernels", []),
     )
 
 

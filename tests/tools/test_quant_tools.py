@@ -46,3 +46,16 @@ async def test_a_quant_session_measures_recipes_and_runs_nothing_else(workspace,
             r = tried.structured_content
             assert r["quantized_modules"] == 4 and r["size_ratio"] < 0.35 and r["probes"]["top1_agreement"] > 0.9
             assert r["heldout"]["rows"] > 0 and r["speedup_vs_fp32"] is None  # untimed unless asked
+            table = (await c.call_tool("quant_modules", {})).structured_content
+            kernels = {row["config"]["config"]: row for row in table["kernels"]}
+            # which configs are fast here: each timed on the commonest Linear shape, or why not
+            assert set(kernels) == {
+                "int8_weight_only",
+                "int8_dynamic",
+                "intx_weight_only",
+                "int4_weight_only",
+                "float8_weight_only",
+                "eager_dynamic_int8",
+            }
+            assert all(("speed_vs_fp32_32" in row) != ("error" in row) for row in kernels.values()), kernels
+            assert kernels["int8_weight_only"]["shape"] == [512, 2048]

@@ -400,6 +400,60 @@ def quantize(fp32, rules: list[dict], torch, nn):
     return qmodel, per_rule, done
 
 
+KERNEL_CONFIGS = (
+    {"config": "int8_weight_only"},
+    {"config": "int8_dynamic"},
+    {"config": "intx_weight_only", "bits": 4, "group_size": 32},
+    {"config": "int4_weight_only", "group_size": 32},
+    {"config": "float8_weight_only"},
+    {"config": "eager_dynamic_int8", "per_channel": True},
+)
+
+
+def kernel_table(fp32, torch, nn) -> list[dict]:
+    """Which configs have fast kernels here: the model's most common Linear shape quantized
+    alone with each config, timed against itself in fp32 at one row (decode) and 32 (prefill).
+    Advice for the agent's search, never a verdict (the verifier times the whole model)."""
+    import statistics
+    from collections import Counter
+
+    shapes = Counter(
+        (m.in_features, m.out_features) for _, m in fp32.named_modules() if isinstance(m, nn.Linear)
+    )
+    if not shapes:
+        return []
+    (k, n), _ = shapes.most_common(1)[0]
+    base = nn.Sequential(nn.Linear(k, n)).eval()
+
+    def per_call(model, x) -> float:
+        with torch.inference_mode():
+            for _ in range(3):
+                model(x)
+            times = []
+            for _ in range(15):
+                t = time.perf_counter()
+                model(x)
+                times.append(time.perf_counter() - t)
+        return statistics.median(times)
+
+    rows = []
+    for config in KERNEL_CONFIGS:
+        rules = [{**config, "match": "0"}]
+        row: dict = {"config": config, "shape": [k, n]}
+        try:
+            q, per_rule, done = quantize(base, rules, torch, nn)
+            if not done:
+                row["error"] = per_rule[0].get("error") or "left fp32 (the config does not take this shape)"
+            else:
+                for rows_in in (1, 32):
+                    x = torch.randn(rows_in, k)
+                    row[f"speed_vs_fp32_{rows_in}"] = round(per_call(base, x) / per_call(q, x), 3)
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        rows.append(row)
+    return rows
+
+
 def modules_mode(plan: dict, fp32, output: str, torch, nn) -> dict:
     """The quantizable modules, with shapes and parameter bytes, and the machine."""
     rows = []
@@ -422,6 +476,7 @@ def modules_mode(plan: dict, fp32, output: str, torch, nn) -> dict:
         "modules": rows,
         "param_bytes": total,
         "bytes_fp32": serialized_bytes(fp32, torch),
+        "kernels": kernel_table(fp32, torch, nn),
     }
 
 
