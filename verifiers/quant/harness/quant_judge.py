@@ -417,9 +417,7 @@ def kernel_table(fp32, torch, nn) -> list[dict]:
     import statistics
     from collections import Counter
 
-    shapes = Counter(
-        (m.in_features, m.out_features) for _, m in fp32.named_modules() if isinstance(m, nn.Linear)
-    )
+    shapes = Counter((m.in_features, m.out_features) for _, m in fp32.named_modules() if isinstance(m, nn.Linear))
     if not shapes:
         return []
     (k, n), _ = shapes.most_common(1)[0]
