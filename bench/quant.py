@@ -81,7 +81,8 @@ def figures(metrics: dict, outcome: str, reasons: list[str]) -> dict:
     }
 
 
-def verify(recipe_text: str) -> dict:
+def judged(task: Path, recipe_text: str, objective: str):
+    """The verifier's outcome for a recipe given as text, on `task`."""
     from assay.verifiers.quant.criteria import load_criteria
     from assay.verifiers.quant.kind import QuantVerifyOptions
     from assay.verifiers.quant.verify import verify_quant
@@ -89,24 +90,22 @@ def verify(recipe_text: str) -> dict:
     with tempfile.TemporaryDirectory() as d:
         recipe = Path(d) / "recipe.toml"
         recipe.write_text(recipe_text)
-        out = verify_quant(MINILM, recipe, load_criteria(), QuantVerifyOptions(objective="latency"))
+        return verify_quant(task, recipe, load_criteria(), QuantVerifyOptions(objective=objective))
+
+
+def verify(recipe_text: str) -> dict:
+    out = judged(MINILM, recipe_text, "latency")
     return figures(out.metrics, out.outcome, out.reasons)
 
 
 def verify_smollm2(recipe_text: str) -> dict:
     from assay.errors import UserError
-    from assay.verifiers.quant.criteria import load_criteria
-    from assay.verifiers.quant.kind import QuantVerifyOptions
-    from assay.verifiers.quant.verify import verify_quant
 
     t0 = time.time()
-    with tempfile.TemporaryDirectory() as d:
-        recipe = Path(d) / "recipe.toml"
-        recipe.write_text(recipe_text)
-        try:
-            out = verify_quant(SMOLLM2, recipe, load_criteria(), QuantVerifyOptions(objective="size"))
-        except UserError as exc:  # a verification that did not finish is a figure of its own
-            return {"outcome": "error", "reasons": [exc.problem[:300]], "verify_seconds": round(time.time() - t0, 1)}
+    try:
+        out = judged(SMOLLM2, recipe_text, "size")
+    except UserError as exc:  # a verification that did not finish is a figure of its own
+        return {"outcome": "error", "reasons": [exc.problem[:300]], "verify_seconds": round(time.time() - t0, 1)}
     held, probes = out.metrics.get("heldout") or {}, out.metrics.get("probes") or {}
     return {
         "outcome": out.outcome,
@@ -138,10 +137,14 @@ def smollm2_part(prog) -> dict:
     return {"playbook": {"outcome": SMOLLM2_PLAYBOOK}, "baselines": rows, "goal": SMOLLM2_GOAL}
 
 
-def smollm2_markdown(out: dict) -> str:
+def heading(title: str, out: dict) -> str:
     m = out["machine"]
+    return f"### {title} ({out['date']}, {m['cpu']}, {m['nproc']} CPUs, torch {m['torch']})"
+
+
+def smollm2_markdown(out: dict) -> str:
     lines = [
-        f"### SmolLM2-135M-Instruct, objective size ({out['date']}, {m['cpu']}, {m['nproc']} CPUs, torch {m['torch']})",
+        heading("SmolLM2-135M-Instruct, objective size", out),
         "",
         "Every figure is the verifier's, from `python bench/quant.py --only smollm2`, on its held-out prompts",
         "(text, JSON, tool-call; the task's own probes in brackets): greedy agreement is the share of fp32's",
@@ -268,9 +271,8 @@ def meets(row: dict) -> bool:
 
 
 def markdown(out: dict) -> str:
-    m = out["machine"]
     lines = [
-        f"### MiniLM-L6, objective latency ({out['date']}, {m['cpu']}, {m['nproc']} CPUs, torch {m['torch']})",
+        heading("MiniLM-L6, objective latency", out),
         "",
         "Every figure is the verifier's, from `python bench/quant.py`: speed timed side by side with the fp32",
         "model in one sandbox, cosine and neighbour agreement on held-out paraphrase pairs, serialized bytes.",

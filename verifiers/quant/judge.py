@@ -202,8 +202,11 @@ def judge(result: dict[str, Any], recipe: Recipe, options: Any, crit: Criteria) 
 def readiness(task: str, output: str, objective: str, metrics: dict, passed: bool, reasons: list[str]) -> dict:
     """The model x machine card a verdict carries: quality kept, speed, size, viable or not, why."""
     held = metrics.get("heldout", {})
-    keys = ("top1_agreement", "kl_mean", "cosine_mean", "nn_agreement", "sqnr_db", "greedy_agreement", "json_kept")
-    kept = {k: held[k] for k in (*keys, "tool_agreement") if k in held}
+    keys = (
+        *("top1_agreement", "kl_mean", "cosine_mean", "nn_agreement", "sqnr_db"),
+        *("greedy_agreement", "json_kept", "tool_agreement"),
+    )
+    kept = {k: held[k] for k in keys if k in held}
     m = metrics.get("machine", {})
     return {
         "model": task,

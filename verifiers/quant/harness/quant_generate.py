@@ -29,16 +29,20 @@ EXPECTS = ("text", "json", "tool_call")
 TOOL_PREFIX = '{"tool": "'
 
 
-def first_logits(out, torch) -> Any:
-    """The logits tensor of a model's output: a tensor, a tuple's first item, or `.logits`."""
+def first_tensor(out, torch) -> Any:
+    """What a model returned, as the tensor the quant judge reads: a tensor, `.logits`
+    (transformers' ModelOutput) or a tuple's first item. quant_judge.py reads outputs with this
+    one too."""
     if isinstance(out, torch.Tensor):
         return out
-    logits = getattr(out, "logits", None)
-    if isinstance(logits, torch.Tensor):
-        return logits
+    if isinstance(getattr(out, "logits", None), torch.Tensor):
+        return out.logits
     if isinstance(out, (list, tuple)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
-    raise TypeError(f"the model returned {type(out).__name__}; a generate task's model returns logits")
+    raise TypeError(
+        f"the model returned {type(out).__name__}; the quant verifier reads a tensor, `.logits`, "
+        "or a tuple whose first item is a tensor"
+    )
 
 
 def render(task, tokenizer, text: str) -> str:
@@ -97,7 +101,7 @@ def greedy(model, ids: list[int], new: int, eos: int | None, torch) -> list[int]
         else:
             cont = []
             for _ in range(new):
-                nxt = int(first_logits(model(x), torch)[0, -1].argmax())
+                nxt = int(first_tensor(model(x), torch)[0, -1].argmax())
                 cont.append(nxt)
                 if nxt == eos:
                     break
@@ -110,7 +114,7 @@ def greedy(model, ids: list[int], new: int, eos: int | None, torch) -> list[int]
 def forced(model, ids: list[int], cont: list[int], torch):
     """Next-token logits at each continued position, reading prompt + cont in one pass."""
     with torch.inference_mode():
-        logits = first_logits(model(torch.tensor([ids + cont])), torch)
+        logits = first_tensor(model(torch.tensor([ids + cont])), torch)
     return logits[0, len(ids) - 1 : len(ids) + len(cont) - 1].double()
 
 

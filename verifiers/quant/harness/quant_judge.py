@@ -153,18 +153,6 @@ def as_args(x) -> tuple:
     return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 
 
-def first_tensor(out, torch):
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(getattr(out, "logits", None), torch.Tensor):
-        return out.logits  # transformers' ModelOutput
-    if isinstance(out, (list, tuple)) and out and isinstance(out[0], torch.Tensor):
-        return out[0]
-    raise TypeError(
-        f"the model returned {type(out).__name__}; the quant verifier reads a tensor (or a tuple whose first item is one)"
-    )
-
-
 def synthetic_probes(probes: list[tuple], count: int, seed: int, torch) -> list[tuple]:
     """Held-out probes like the task's: float tensors drawn with each probe position's mean and
     spread, integer tensors (token ids) uniform over the values the probes hold."""
@@ -194,7 +182,7 @@ def synthetic_probes(probes: list[tuple], count: int, seed: int, torch) -> list[
 
 def run_all(model, probes: list[tuple], torch):
     with torch.inference_mode():
-        return [first_tensor(model(*p), torch).detach().float() for p in probes]
+        return [gen.first_tensor(model(*p), torch).detach().float() for p in probes]
 
 
 def drift(ref: list, got: list, output: str, torch, tie: float = LOGIT_TIE) -> dict:
@@ -347,7 +335,7 @@ def load(plan: dict, torch, nn) -> Any:
             probe_args = gen.probes_of(task, tokenizer, list(probes), new)
             held_args = gen.probes_of(task, tokenizer, plan.get("heldout_prompts", []), new)
             with torch.inference_mode():
-                first_tensor(fp32(torch.tensor([probe_args[0]["ids"]])), torch)  # fails here, in eager
+                gen.first_tensor(fp32(torch.tensor([probe_args[0]["ids"]])), torch)  # fails here, in eager
             return fp32, (probe_args, held_args), inputs, None, output, tokenizer
         if all(isinstance(p, str) for p in probes):
             if not hasattr(task, "get_tokenizer"):
@@ -504,13 +492,12 @@ def measure_mode(plan: dict, fp32, probes, inputs, refs, output: str, tokenizer,
     qmodel, per_rule, done = quantize(fp32, plan["rules"], torch, nn)
     apply_s = time.perf_counter() - t0
     try:
+        tie = float(plan.get("tie_margin", LOGIT_TIE))
         if output == "generate":
-            tie = float(plan.get("tie_margin", LOGIT_TIE))
             refs = generated(fp32, probes, tokenizer, torch)
             figures = [gen.compare(qmodel, p, r, tokenizer, tie, torch) for p, r in zip(probes, refs, strict=True)]
         else:
             got = (run_all(qmodel, probes[0], torch), run_all(qmodel, probes[1], torch))
-            tie = float(plan.get("tie_margin", LOGIT_TIE))
             figures = [drift(refs[0], got[0], output, torch, tie), drift(refs[1], got[1], output, torch, tie)]
     except SystemExit:
         raise
