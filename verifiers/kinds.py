@@ -26,6 +26,7 @@ from assay.verifiers.outcome import Outcome
 SHIPPED: dict[str, str] = {
     "kernel": "assay.verifiers.kernel.kind:KIND",
     "quant": "assay.verifiers.quant.kind:KIND",
+    "compile": "assay.verifiers.compile.kind:KIND",
 }
 
 Progress = Callable[[str, float], None]
