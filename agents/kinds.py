@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 SHIPPED: dict[str, str] = {
     "kernel": "assay.agents.kernel.kind:KIND",
     "quant": "assay.agents.quant.kind:KIND",
+    "compile": "assay.agents.compile.kind:KIND",
 }
 
 

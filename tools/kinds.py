@@ -13,6 +13,7 @@ from assay.errors import UserError
 SHIPPED: dict[str, str] = {
     "kernel": "assay.tools.kernel",
     "quant": "assay.tools.quant",
+    "compile": "assay.tools.compile",
 }
 
 

@@ -199,7 +199,7 @@ class Session:
             workspace=self.workspace,
             sandbox=lambda: self.pool.get(self.spec),
             ledger=self.ledger,
-            job=dict(cfg.job),
+            job=dict(cfg.job) or self._job_of_run(),
         )
         inner = self.registry.handler(ctx, cfg.kind, progress=self._report)
         policy = PolicyCheck(
@@ -232,6 +232,13 @@ class Session:
         run = self.ledger.create_run(job=str(self.workspace), kind=self.cfg.kind or "mcp", brain="mcp-client")
         self.ledger.set_run_status(run.id, RunStatus.running)
         return run.id
+
+    def _job_of_run(self) -> dict[str, Any]:
+        """The bound run's job as its spec recorded it (a kind's tools read their options
+        there: a compile job's backend), or nothing for a run the server made itself."""
+        run = self.ledger.get_run(self.run_id)
+        spec = run.spec if run is not None and isinstance(run.spec, dict) else {}
+        return {"options": spec["options"]} if isinstance(spec.get("options"), dict) else {}
 
     def _counts(self) -> RateCounts:
         admitted = [

@@ -185,15 +185,15 @@ def judge(result: dict[str, Any], crit: Criteria) -> tuple[list[Check], dict, li
         log, threads = result["timing"], result.get("threads") or 1
         trusted = ("eager", "original") if any(e["subject"] == "original" for e in log) else ("eager",)
         vs_eager = interleaved_speed(log, "fixed", "eager", threads, crit.speed.min_cpu_share, trusted=trusted)
-        metrics["speedup_vs_eager"] = round(vs_eager.speedup, 4)
+        metrics["fixed_vs_model_eager"] = round(vs_eager.speedup, 4)
         metrics["timing_cpu_share"] = None if vs_eager.share is None else round(vs_eager.share, 3)
         if "original" in trusted:
             vs_orig = interleaved_speed(log, "fixed", "original", threads, crit.speed.min_cpu_share, trusted=trusted)
-            metrics["speedup_vs_compiled_original"] = round(vs_orig.speedup, 4)
+            metrics["fixed_vs_compiled_model"] = round(vs_orig.speedup, 4)
         if crit.speed.min_vs_eager > 0:
             word, detail = vs_eager.judge(crit.speed.min_vs_eager, "Model eager")
-            if "speedup_vs_compiled_original" in metrics:
-                detail += f"; {metrics['speedup_vs_compiled_original']:.3f}x compiled Model"
+            if "fixed_vs_compiled_model" in metrics:
+                detail += f"; {metrics['fixed_vs_compiled_model']:.3f}x compiled Model"
             checks.append(Check(name="speed", passed=word == "pass", detail=detail))
             if word == "inconclusive":
                 inconclusive.append("speed")
@@ -218,7 +218,7 @@ def outcome_of(checks: list[Check], metrics: dict, inconclusive: list[str], hash
     word = "pass" if not failed else "inconclusive" if all(c.name in inconclusive for c in failed) else "fail"
     bars = [
         Bar(label=label, value=float(metrics[key]), metric=key)
-        for key, label in (("speedup_vs_eager", "vs eager"), ("speedup_vs_compiled_original", "vs compiled Model"))
+        for key, label in (("fixed_vs_model_eager", "vs eager"), ("fixed_vs_compiled_model", "vs compiled Model"))
         if isinstance(metrics.get(key), float)
     ]
     fixed = metrics.get("fixed") or {}

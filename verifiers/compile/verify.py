@@ -164,6 +164,10 @@ def verify_compile(
         check = Check(name=names.get(str(stage), "submission"), passed=False, detail=f"{fixed_path.name}: {last}")
         return outcome_of([check], {"error": result.get("error")}, [], hashes)
     checks, metrics, inconclusive = judge(result, crit)
+    diagnosis = fixed_path.parent / "diagnosis.md"
+    if diagnosis.is_file() and not diagnosis.is_symlink() and diagnosis.stat().st_size <= 16384:
+        # shown in reports beside the figures, never judged
+        metrics["diagnosis"] = diagnosis.read_text(encoding="utf-8", errors="replace")
     if progress:
         progress("done", 1.0)
     return outcome_of(checks, metrics, inconclusive, hashes)

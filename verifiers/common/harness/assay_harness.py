@@ -80,7 +80,14 @@ def isolation_problems(submission_dir: str) -> list[str]:
     root = os.path.realpath(submission_dir) + os.sep
     for mod_name, mod in list(sys.modules.items()):
         where = getattr(mod, "__file__", None)
-        if mod_name not in _LOADED and isinstance(where, str) and os.path.realpath(where).startswith(root):
+        # torch.ops and torch.classes carry a bare "_ops.py": relative, it would resolve against
+        # the working folder, which may be the submission's
+        if (
+            mod_name not in _LOADED
+            and isinstance(where, str)
+            and os.path.isabs(where)
+            and os.path.realpath(where).startswith(root)
+        ):
             problems.append(f"module {mod_name} was imported from the submission ({os.path.basename(where)})")
     if any(
         os.path.realpath(p or ".") + os.sep == root or os.path.realpath(p or ".").startswith(root) for p in sys.path

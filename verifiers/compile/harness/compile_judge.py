@@ -399,6 +399,19 @@ def lockstep(reference, subject, args: list, plan: dict, torch) -> tuple[dict, d
     return difference(want, got, plan, torch, fp64=lambda: before.double()(*to64(args, torch))), None
 
 
+def backend_symptom(original: dict, fresh, task, inputs: list, plan: dict, guard: Guard | None, torch):
+    """The job's backend on a fresh Model beside a fresh eager one: its crash (by stage) or its
+    divergence, put into `original`; (the eager Model, the compiled one or None)."""
+    ref_model = fresh(task.Model, plan["seed"])
+    c_model, crash, _ = compiled(fresh(task.Model, plan["seed"]), plan, guard, torch)
+    if c_model is not None:
+        original["divergence"], crash = lockstep(ref_model, c_model, inputs, plan, torch)
+        if crash is not None:
+            c_model = None
+    original["crash"] = crash
+    return ref_model, c_model
+
+
 def shapes(args: list, torch) -> list:
     return [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
 
@@ -539,7 +552,10 @@ def main() -> None:
     torch.set_num_threads(plan["threads"])
     torch._logging.set_logs(recompiles=True)  # pyright: ignore[reportPrivateImportUsage] - dynamo's own switch for recompile reasons
     handler = Recompiles()
-    logging.getLogger("torch._dynamo.guards.__recompiles").addHandler(handler)
+    recompiles = logging.getLogger("torch._dynamo.guards.__recompiles")
+    recompiles.addHandler(handler)
+    recompiles.propagate = False  # kept here, not printed: stderr is for what went wrong
+    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)  # graph breaks are figures here, not warnings
     files = {plan["task"]: "task.py", plan["fixed"]: os.path.basename(plan["fixed"])}
     started = time.perf_counter()
 
@@ -558,6 +574,20 @@ def main() -> None:
         fail("eager", traceback.format_exc())
     ctx = {"torch": torch, "guard": None, "files": files, "recompiles": handler}
     original = graph_figures(model, inputs, sequence, ctx)
+    if plan.get("diagnose"):
+        # the agent's tool: the original's symptom only, nothing submitted
+        backend_symptom(
+            original, lambda cls, seed: seeded(seed, lambda: cls(*init), torch).eval(), task, inputs, plan, None, torch
+        )
+        emit(
+            {
+                "ok": True,
+                "original": original,
+                "torch": torch.__version__,
+                "judge_s": round(time.perf_counter() - started, 2),
+            }
+        )
+        return
 
     guard = Guard(torch)
     ctx["guard"] = guard
@@ -589,13 +619,7 @@ def main() -> None:
     def fresh(cls, seed: int):
         return seeded(seed, lambda: cls(*init), torch).eval()
 
-    ref_model = fresh(task.Model, plan["seed"])
-    c_model, crash, _ = compiled(fresh(task.Model, plan["seed"]), plan, guard, torch)
-    original["crash"] = crash
-    if c_model is not None:
-        original["divergence"], crash = lockstep(ref_model, c_model, inputs, plan, torch)
-        if crash is not None:
-            original["crash"], c_model = crash, None
+    ref_model, c_model = backend_symptom(original, fresh, task, inputs, plan, guard, torch)
     subject = fixed.ModelNew(*init).eval()
     subject.load_state_dict(model.state_dict(), strict=True)
     reference = fresh(task.Model, plan["seed"])
@@ -643,4 +667,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001 - said as the result line, not lost among dynamo's logs
+        fail("harness", traceback.format_exc())
