@@ -69,7 +69,13 @@ def _run(ctx: ToolContext, plan: dict[str, Any], default_timeout: float, job_bac
         **_options(ctx, job_backend),
         **plan,
     }
-    env = {"HOME": work, "OMP_NUM_THREADS": str(threads), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        "HOME": work,
+        "OMP_NUM_THREADS": str(threads),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        # docker mounts /tmp noexec: Inductor's compiled .so files must live in the workspace
+        "TORCHINDUCTOR_CACHE_DIR": f"{work}/.cache/inductor",
+    }
     res = sb.exec(
         ["python", "-I", "-B", f"{MOUNT}/compile_judge.py"], timeout=timeout, stdin=json.dumps(plan) + "\n", env=env
     )

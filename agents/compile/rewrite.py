@@ -7,6 +7,8 @@
 - a branch on a value read to Python (`if t.item() > 0: h = a else: h = b`, or its ternary)
   becomes `h = torch.where(t > 0, a, b)`: both sides computed, the data picks;
 - `v = t.tolist()` used only by max/min/sum becomes the tensor reduction;
+- `v = float(t.norm())` (a tensor method's value read to Python) keeps the 0-d tensor;
+- `t[mask].sum()` (a data-dependent shape) becomes `torch.where(mask, t, 0).sum()`;
 - an int attribute that forward bumps (`self.calls += 1`) becomes a non-persistent buffer, so
   dynamo stops guarding on (and recompiling for) its value;
 - `for _ in range(n): h = c * h + e` (e free of h) becomes its closed form, so no loop is
@@ -64,7 +66,8 @@ def _block(stmts: list[ast.stmt], notes: list[str]) -> list[ast.stmt]:
         if _is_log(st):
             notes.append(f"line {st.lineno}: removed `{ast.unparse(st)}` (print/logging breaks the graph)")
             continue
-        fixed = _item_branch(st, notes) or _closed_form(st, notes)
+        fixed = _item_branch(st, notes) or _closed_form(st, notes) or _host_scalar(st, notes)
+        _masked_sums(st, notes)
         out.extend(fixed if fixed is not None else [st])
     _tolist(out, notes)
     return out or [ast.Pass()]
@@ -251,3 +254,54 @@ def _closed_form(st: ast.stmt, notes: list[str]) -> list[ast.stmt] | None:
         f"recompiled; the recurrence {h} = {c} * {h} + ({e}) is now its closed form"
     )
     return ast.parse(f"_decay = {c!r} ** {n}\n{h} = _decay * {h} + ({e}) * ((1.0 - _decay) / {1.0 - c!r})").body
+
+
+def _host_scalar(st: ast.stmt, notes: list[str]) -> list[ast.stmt] | None:
+    """v = float(t.m(...)) / int(...) of a tensor method call: v stays the 0-d tensor."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.value, ast.Call)):
+        return None
+    call = st.value
+    if not (
+        isinstance(call.func, ast.Name)
+        and call.func.id in ("float", "int")
+        and len(call.args) == 1
+        and not call.keywords
+        and isinstance(call.args[0], ast.Call)
+        and isinstance(call.args[0].func, ast.Attribute)
+    ):
+        return None
+    inner = call.args[0]
+    if call.func.id == "int":
+        inner = ast.Call(func=ast.Attribute(value=inner, attr="long", ctx=ast.Load()), args=[], keywords=[])
+    notes.append(
+        f"line {st.lineno}: `{ast.unparse(call)}` read the value to Python (a graph break, and a guard on the "
+        "value); it now stays a 0-d tensor"
+    )
+    return [ast.Assign(targets=st.targets, value=inner)]
+
+
+def _masked_sums(st: ast.stmt, notes: list[str]) -> None:
+    """t[mask].sum() -> torch.where(mask, t, 0).sum(), in place: the same sum, no data-dependent shape."""
+    for node in ast.walk(st):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "sum"
+            and not node.args
+            and not node.keywords
+            and isinstance(node.func.value, ast.Subscript)
+            and isinstance(node.func.value.slice, ast.Compare)
+        ):
+            continue
+        sub = node.func.value
+        before = ast.unparse(node)
+        zero = ast.Call(
+            func=ast.Attribute(value=ast.Name("torch", ast.Load()), attr="zeros_like", ctx=ast.Load()),
+            args=[copy.deepcopy(sub.value)],
+            keywords=[],
+        )
+        node.func.value = _where(sub.slice, sub.value, zero)
+        notes.append(
+            f"line {st.lineno}: `{before}` selects a data-dependent number of entries (dynamo breaks there); "
+            "the masked-out entries are now zeros in a sum of the same size"
+        )

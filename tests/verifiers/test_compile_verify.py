@@ -142,7 +142,7 @@ def test_examples_are_shipped_with_their_symptom_in_the_docstring():
     import ast
 
     tasks = sorted(EXAMPLES.glob("*.py"))
-    assert len(tasks) >= 7
+    assert len(tasks) >= 12
     for path in tasks:
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         assert "Symptom" in doc or "control" in doc, path.name

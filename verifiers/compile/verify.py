@@ -132,6 +132,8 @@ def verify_compile(
             memory_mb=crit.limits.memory_mb,
             pids=crit.limits.pids,
             backend=backend,
+            # docker mounts /tmp noexec: Inductor's compiled .so files must live in the workspace
+            env=sb.base_env(TORCHINDUCTOR_CACHE_DIR=f"{sb.WORKDIR}/inductor"),
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)

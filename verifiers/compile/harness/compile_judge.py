@@ -117,15 +117,28 @@ class Guard:
 
     @staticmethod
     def _copy(mod) -> dict:
-        return {k: repr(v) for k, v in mod.get_config_copy().items()}
+        out = {}
+        for k, v in mod.get_config_copy().items():
+            try:
+                out[k] = copy.deepcopy(v)
+            except Exception:  # noqa: BLE001 - a value that cannot be copied is compared by its text
+                out[k] = repr(v)
+        return out
+
+    @staticmethod
+    def _same(a, b) -> bool:
+        try:
+            return bool(a == b)
+        except Exception:  # noqa: BLE001
+            return repr(a) == repr(b)
 
     def config_drift(self) -> list[str]:
         out = []
         for name, mod in self.configs.items():
             now, then = self._copy(mod), self.values[name]
             for key in sorted(set(now) | set(then)):
-                if now.get(key) != then.get(key):
-                    out.append(f"{name}.{key} changed from {then.get(key)} to {now.get(key)}")
+                if not self._same(now.get(key, "<absent>"), then.get(key, "<absent>")):
+                    out.append(f"{name}.{key} changed from {then.get(key)!r} to {now.get(key)!r}")
         return out
 
     def drift(self, counters_too: bool = True) -> list[str]:
