@@ -27,7 +27,7 @@ RESULT_MARK = "@@ASSAY "
 # The agent's own seeds: the verifier draws others.
 SEED, HELDOUT_SEEDS = 1234, [5678, 91011]
 # compile-default's parity figures (the verifier reads its own profile)
-TOLERANCE = {"atol": 1e-4, "rtol": 1e-4, "fp64_factor": 2.0}
+TOLERANCE = {"atol": 1e-4, "rtol": 1e-4, "fp64_factor": 10.0}
 
 
 def _harness_dirs() -> tuple[tuple[Path, str], ...]:

@@ -41,7 +41,8 @@ def untouched(tmp_path: Path, task: str) -> Path:
     return fixed
 
 
-@pytest.mark.parametrize("task", ["item_branch", "python_counter", "int_loop", "shape_branch"])
+# shape_branch's hand-written fix (no playbook rewrite exists for it) is checked by bench/compile.py
+@pytest.mark.parametrize("task", ["item_branch", "python_counter", "int_loop"])
 def test_an_honest_rewrite_passes_and_the_symptom_is_named(backend, task):
     result, obj = verify(EXAMPLES / f"{task}.py", HONEST / f"{task}.py", backend, "--compile-backend", "aot_eager")
     assert result.exit_code == 0, result.output
@@ -97,20 +98,34 @@ def test_escape_hatches_and_wrong_answers_are_refused_by_name(backend, cheat, ch
 
 
 @pytest.mark.parametrize(
-    ("cheat", "words"),
+    ("cheats", "words"),
     [
-        ("suppress_errors", "torch._dynamo.config.suppress_errors changed"),
-        ("cache_limits", "torch._dynamo.config.recompile_limit changed"),
-        ("explain_replaced", "torch._dynamo.explain was replaced"),
-        ("counters_cleared", "went down"),
-        ("patch_in_forward", "capture_scalar_outputs changed from False to True"),
+        # four ways in at import time, in one submission: each is named in the one refusal
+        (
+            ("suppress_errors", "cache_limits", "explain_replaced", "counters_cleared"),
+            (
+                "torch._dynamo.config.suppress_errors changed",
+                "torch._dynamo.config.recompile_limit changed",
+                "torch._dynamo.explain was replaced",
+                "went down",
+            ),
+        ),
+        # in effect only while forward runs: seen from inside the compile
+        (("patch_in_forward",), ("capture_scalar_outputs changed from False to True",)),
     ],
 )
-def test_tampering_with_dynamo_is_refused(backend, cheat, words):
-    result, obj = verify(EXAMPLES / "item_branch.py", CHEATS / f"{cheat}.py", backend, "--compile-backend", "aot_eager")
+def test_tampering_with_dynamo_is_refused(backend, tmp_path, cheats, words):
+    fixed = tmp_path / "fixed.py"
+    # the import-time lines of each cheat, then one ModelNew
+    heads = [(CHEATS / f"{c}.py").read_text().split("class ModelNew")[0] for c in cheats]
+    body = "class ModelNew" + (CHEATS / f"{cheats[-1]}.py").read_text().split("class ModelNew", 1)[1]
+    fixed.write_text("\n".join(heads) + "\n" + body)
+    result, obj = verify(EXAMPLES / "item_branch.py", fixed, backend, "--compile-backend", "aot_eager")
     assert result.exit_code == 1, result.output
     bad = failed(obj)
-    assert "isolation" in bad and words in bad["isolation"], bad
+    assert "isolation" in bad, bad
+    for w in words:
+        assert w in bad["isolation"], (w, bad["isolation"])
 
 
 def test_bad_input_is_one_line_and_exit_2(backend, tmp_path):

@@ -90,7 +90,7 @@ def judge(result: dict[str, Any], crit: Criteria) -> tuple[list[Check], dict, li
             Check(
                 name="isolation",
                 passed=False,
-                detail="the submission changed what the verifier measures with: " + "; ".join(result["tamper"][:6]),
+                detail="the submission changed what the verifier measures with: " + "; ".join(result["tamper"][:12]),
             )
         )
         return checks, metrics, []

@@ -83,6 +83,7 @@ class Guard:
         import torch._dynamo.utils
         import torch._functorch.config
         import torch._inductor.config
+        import torch.utils._python_dispatch  # noqa: F401 - its module is guarded below
 
         self.torch = torch
         self.configs = {
@@ -102,11 +103,19 @@ class Guard:
             "torch._dynamo.backends.registry": sys.modules["torch._dynamo.backends.registry"],
             "torch._dynamo.backends.common": sys.modules["torch._dynamo.backends.common"],
             "torch.compiler": torch.compiler,
-            "torch._inductor.compile_fx": sys.modules["torch._inductor.compile_fx"],
             "torch._logging": sys.modules["torch._logging"],
             "torch.library": torch.library,
+            # what the capture backend and the op recorder read graphs and ops through
+            "torch.fx.Graph": torch.fx.Graph,
+            "torch.fx.GraphModule": torch.fx.GraphModule,
+            "torch.utils._python_dispatch": sys.modules["torch.utils._python_dispatch"],
+            "TorchDispatchMode": sys.modules["torch.utils._python_dispatch"].TorchDispatchMode,
         }
+        if "torch._functorch.aot_autograd" in sys.modules:
+            self.spaces["torch._functorch.aot_autograd"] = sys.modules["torch._functorch.aot_autograd"]
         # functions, classes and modules only: module-level data (a frame counter) changes honestly
+        if "torch._inductor.compile_fx" in sys.modules:  # imported only for an Inductor job (1 s here)
+            self.spaces["torch._inductor.compile_fx"] = sys.modules["torch._inductor.compile_fx"]
         self.ids = {
             name: {k: id(v) for k, v in vars(space).items() if callable(v) or isinstance(v, types.ModuleType)}
             for name, space in self.spaces.items()
@@ -559,7 +568,9 @@ def main() -> None:
     import torch._dynamo
     import torch._dynamo.backends.common
     import torch._dynamo.backends.registry
-    import torch._inductor.compile_fx
+
+    if plan["backend"] == "inductor":
+        import torch._inductor.compile_fx
     import torch._logging
 
     torch.set_num_threads(plan["threads"])
@@ -652,6 +663,14 @@ def main() -> None:
             if err is not None:
                 d = {"ok": False, "why": f"compiled ModelNew failed: {err['type']}: {err['message']}"}
             parity.append({**d, "shapes": shapes(args, torch)})
+            if c_model is not None:
+                # compiled Model sees the same calls, so both carry the same (static or
+                # dynamic-shape) graphs into the timing, not a dynamic fix against a static Model
+                try:
+                    with torch.no_grad():
+                        c_model(*args)
+                except Exception:  # noqa: BLE001 - then it is not timed
+                    c_model = None
         subject.load_state_dict(model.state_dict(), strict=True)
         reference.load_state_dict(model.state_dict(), strict=True)
     figures["parity"] = parity
