@@ -12,6 +12,7 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
+    TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
@@ -69,3 +70,29 @@ def find(results: list[tuple[str, Any, bool]], tool: str) -> Any:
         if name == tool and not failed:
             return content
     return None
+
+
+class Reply:
+    """How a playbook answers at step n: a tool call (with an id that is the same whenever the
+    same history is replayed), a final text, or the answer to a human's note."""
+
+    def __init__(self, messages: list[ModelMessage]) -> None:
+        self.messages = messages
+        self.n = sum(1 for m in messages if isinstance(m, ModelResponse)) + 1
+
+    def call(self, tool: str, args: dict[str, Any]) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=f"pb-{self.n}")])
+
+    def done(self, message: str) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(message)])
+
+    def to_human(self) -> ModelResponse | None:
+        """A human's note on the last call: "approved" repeats it, anything else stops; None
+        when there is no note."""
+        note = human_note(self.messages)
+        if note is None:
+            return None
+        previous = last_calls(self.messages)
+        if "approved" in note.split(".")[0] and previous:
+            return self.call(previous[0].tool_name, previous[0].args_as_dict())
+        return self.done(f"stopping: {note}")

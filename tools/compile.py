@@ -7,7 +7,6 @@ results help the agent work; they decide nothing. Only the verifier does.
 
 from __future__ import annotations
 
-import json
 import os
 from importlib import resources
 from pathlib import Path
@@ -17,13 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay.tools.context import ToolContext
 from assay.tools.files import open_in_workspace
-from assay.tools.registry import ToolFailure, registry
+from assay.tools.judge_script import run_judge_script
+from assay.tools.registry import registry
 
 TASK = "task.py"
 KIND = ("compile",)
 MOUNT = "/assay/compile/harness"
 COMMON = "/assay/common/harness"
-RESULT_MARK = "@@ASSAY "
 # The agent's own seeds: the verifier draws others.
 SEED, HELDOUT_SEEDS = 1234, [5678, 91011]
 # compile-default's parity figures (the verifier reads its own profile)
@@ -76,23 +75,7 @@ def _run(ctx: ToolContext, plan: dict[str, Any], default_timeout: float, job_bac
         # docker mounts /tmp noexec: Inductor's compiled .so files must live in the workspace
         "TORCHINDUCTOR_CACHE_DIR": f"{work}/.cache/inductor",
     }
-    res = sb.exec(
-        ["python", "-I", "-B", f"{MOUNT}/compile_judge.py"], timeout=timeout, stdin=json.dumps(plan) + "\n", env=env
-    )
-    found = None
-    for line in reversed(res.stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            found = json.loads(line[len(RESULT_MARK) :])
-            break
-    if res.killed:
-        raise ToolFailure(f"the sandbox stopped the measurement ({res.killed}) after {res.duration_s:.1f}s")
-    if not isinstance(found, dict):
-        raise ToolFailure(
-            f"the measurement printed no result (exit {res.exit_code}): {(res.stderr or res.stdout)[-2000:]}"
-        )
-    if not found.get("ok"):
-        raise ToolFailure(f"{found.get('stage')}: {str(found.get('error', ''))[-3000:]}")
-    return found
+    return run_judge_script(sb, f"{MOUNT}/compile_judge.py", plan, timeout, env)
 
 
 class DiagnoseArgs(_Args):

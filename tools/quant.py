@@ -20,13 +20,13 @@ from assay.errors import UserError
 from assay.recipe import CONFIGS, QUANTIZING, parse_recipe
 from assay.tools.context import ToolContext
 from assay.tools.files import open_in_workspace, read_bytes
+from assay.tools.judge_script import run_judge_script
 from assay.tools.registry import ToolFailure, registry
 
 TASK = "task.py"
 KIND = ("quant",)
 MOUNT = "/assay/quant/harness"
 COMMON = "/assay/common/harness"
-RESULT_MARK = "@@ASSAY "
 # The agent's own seeds: the verifier draws others, so nothing tuned to these carries over.
 SEED, HELDOUT_SEED = 1234, 5678
 
@@ -60,23 +60,7 @@ def _run(ctx: ToolContext, plan: dict[str, Any], default_timeout: float) -> dict
         **plan,
     }
     env = {"HOME": str(sb.spec.workdir), "OMP_NUM_THREADS": threads, "PYTHONDONTWRITEBYTECODE": "1"}
-    res = sb.exec(
-        ["python", "-I", "-B", f"{MOUNT}/quant_judge.py"], timeout=timeout, stdin=json.dumps(plan) + "\n", env=env
-    )
-    found = None
-    for line in reversed(res.stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            found = json.loads(line[len(RESULT_MARK) :])
-            break
-    if res.killed:
-        raise ToolFailure(f"the sandbox stopped the measurement ({res.killed}) after {res.duration_s:.1f}s")
-    if not isinstance(found, dict):
-        raise ToolFailure(
-            f"the measurement printed no result (exit {res.exit_code}): {(res.stderr or res.stdout)[-2000:]}"
-        )
-    if not found.get("ok"):
-        raise ToolFailure(f"{found.get('stage')}: {str(found.get('error', ''))[-3000:]}")
-    return found
+    return run_judge_script(sb, f"{MOUNT}/quant_judge.py", plan, timeout, env)
 
 
 class NoArgs(_Args):

@@ -19,7 +19,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import UserError
 from assay.typed import as_dict
@@ -38,6 +38,28 @@ class CriteriaBase(StrictModel):
     kind: str
     # SHA-256 over the bytes of this profile and every profile it extends (set by the loader).
     sha256: str = ""
+
+
+class FlushedTiming(StrictModel):
+    """Tables of kinds timed by the shared harness's interleaved, cache-flushed rounds
+    (assay_timing.flushed_rounds), judged by verifiers/common/timing.py."""
+
+    rounds: int = Field(ge=0)
+    target_round_s: float = Field(gt=0)
+    warmup_s: float = Field(ge=0, le=10)
+    max_iters: int = Field(ge=2)
+    flush_mb: int = Field(ge=1)
+    # The trusted subjects' CPU over wall time per thread below this: the machine was too busy,
+    # and a speed check that fails says inconclusive.
+    min_cpu_share: float = Field(gt=0, le=1)
+
+
+class JudgeLimits(StrictModel):
+    """One judge script's sandbox: how long it may run, its memory and its processes."""
+
+    timeout_s: float = Field(gt=0)
+    memory_mb: int = Field(ge=512)
+    pids: int = Field(ge=16)
 
 
 C = TypeVar("C", bound=CriteriaBase)

@@ -22,10 +22,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo
 
-from assay.agents.history import find, human_note, last_calls, prompt_value, returns, text
+from assay.agents.history import Reply, find, last_calls, prompt_value, returns, text
 
 RECIPE = "recipe.toml"
 CHOSEN = "the recipe chosen"
@@ -52,20 +52,11 @@ LATENCY_CONFIGS = [{"config": "eager_dynamic_int8", "per_channel": True}]
 
 
 def playbook(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    n = sum(1 for m in messages if isinstance(m, ModelResponse)) + 1
-
-    def call(tool: str, args: dict[str, Any]) -> ModelResponse:
-        return ModelResponse(parts=[ToolCallPart(tool, args, tool_call_id=f"pb-{n}")])
-
-    def done(message: str) -> ModelResponse:
-        return ModelResponse(parts=[TextPart(message)])
-
-    note = human_note(messages)
-    if note is not None:
-        previous = last_calls(messages)
-        if "approved" in note.split(".")[0] and previous:
-            return call(previous[0].tool_name, previous[0].args_as_dict())
-        return done(f"stopping: {note}")
+    reply = Reply(messages)
+    call, done = reply.call, reply.done
+    answer = reply.to_human()
+    if answer is not None:
+        return answer
 
     results = returns(messages)
     if not results:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from assay.verifiers.criteria import CriteriaBase, StrictModel, load_profile
+from assay.verifiers.criteria import CriteriaBase, FlushedTiming, JudgeLimits, StrictModel, load_profile
 
 
 class HeldOut(StrictModel):
@@ -32,21 +32,10 @@ class Parity(StrictModel):
     fp64_factor: float = Field(ge=1)
 
 
-class Speed(StrictModel):
-    # compiled ModelNew over Model eager; 0 leaves speed unjudged (reported only)
+class Speed(FlushedTiming):
+    # compiled ModelNew over Model eager (or over compiled Model, where that is slower than
+    # eager); 0 leaves speed unjudged (reported only); rounds 0: not timed at all
     min_vs_eager: float = Field(ge=0)
-    rounds: int = Field(ge=0)
-    target_round_s: float = Field(gt=0)
-    warmup_s: float = Field(ge=0, le=10)
-    max_iters: int = Field(ge=2)
-    flush_mb: int = Field(ge=1)
-    min_cpu_share: float = Field(gt=0, le=1)
-
-
-class Limits(StrictModel):
-    timeout_s: float = Field(gt=0)
-    memory_mb: int = Field(ge=512)
-    pids: int = Field(ge=16)
 
 
 class Criteria(CriteriaBase):
@@ -54,7 +43,7 @@ class Criteria(CriteriaBase):
     graph: Graph
     parity: Parity
     speed: Speed
-    limits: Limits
+    limits: JudgeLimits
 
 
 def load_criteria(name: str = "compile-default") -> Criteria:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from assay.verifiers.criteria import CriteriaBase, StrictModel, load_profile
+from assay.verifiers.criteria import CriteriaBase, FlushedTiming, JudgeLimits, StrictModel, load_profile
 
 
 class HeldOutProbes(StrictModel):
@@ -56,21 +56,8 @@ class Objective(StrictModel):
     min_speedup: float = Field(gt=1)
 
 
-class Timing(StrictModel):
-    rounds: int = Field(ge=4)
-    target_round_s: float = Field(gt=0)
-    warmup_s: float = Field(ge=0, le=10)
-    max_iters: int = Field(ge=2)
-    flush_mb: int = Field(ge=1)
-    # The trusted subjects' CPU over wall time per thread below this: the machine was too busy,
-    # and a speed check that fails says inconclusive.
-    min_cpu_share: float = Field(gt=0, le=1)
-
-
-class Limits(StrictModel):
-    timeout_s: float = Field(gt=0)
-    memory_mb: int = Field(ge=512)
-    pids: int = Field(ge=16)
+class Timing(FlushedTiming):
+    rounds: int = Field(ge=4)  # latency is the objective's figure: always timed
 
 
 class Criteria(CriteriaBase):
@@ -78,7 +65,7 @@ class Criteria(CriteriaBase):
     quality: Quality
     objective: Objective
     timing: Timing
-    limits: Limits
+    limits: JudgeLimits
 
 
 def load_criteria(name: str = "quant-default") -> Criteria:

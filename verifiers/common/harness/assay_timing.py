@@ -48,3 +48,46 @@ def interleave(
             wall, cpu = _timed(subjects[name], n)
             log.append({"subject": name, "round": r, "n": n, "wall_s": wall, "cpu_s": cpu})
     return log
+
+
+def flushed_rounds(calls: dict, plan: dict, torch, grad_mode) -> list[dict]:
+    """Rounds of each subject in turn (the order rotating), 3n calls in odd rounds, each after an
+    untimed in-place add over a buffer larger than the caches on every thread (so no subject
+    starts warm, and its CPU over wall time shows the share of the CPUs this process got).
+    Subjects are warmed for plan["warmup_s"] (a fresh process starts slow), then sized to
+    plan["target_round_s"]; `grad_mode` is the context they run under (torch.inference_mode,
+    or torch.no_grad for compiled modules, whose guards check the mode they were compiled in)."""
+    flush = torch.empty(plan["flush_mb"] << 18)
+    with grad_mode():
+        sizes = {}
+        for name, fn in calls.items():
+            start = time.perf_counter()
+            while True:
+                fn()
+                if time.perf_counter() - start >= plan["warmup_s"]:
+                    break
+            n, wall = 1, 0.0
+            while n < plan["max_iters"]:
+                wall, _ = _timed(fn, n)
+                if wall >= plan["target_round_s"] / 4:
+                    break
+                n *= 2
+            sizes[name] = max(1, min(plan["max_iters"], int(n * plan["target_round_s"] / max(wall, 1e-9))))
+        log, names = [], list(calls)
+        for r in range(plan["rounds"]):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                fw, fc = _timed(lambda: flush.add_(1.0), 1)
+                n = sizes[name] * (3 if r % 2 else 1)
+                wall, cpu = _timed(calls[name], n)
+                log.append(
+                    {
+                        "subject": name,
+                        "round": r,
+                        "n": n,
+                        "wall_s": wall,
+                        "cpu_s": cpu,
+                        "flush_wall_s": fw,
+                        "flush_cpu_s": fc,
+                    }
+                )
+    return log

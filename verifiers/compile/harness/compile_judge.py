@@ -37,6 +37,7 @@ sys.path.insert(
 )
 
 from assay_harness import emit, isolation_problems, load_entry, read_plan  # noqa: E402
+from assay_timing import flushed_rounds  # noqa: E402
 
 # Aten ops that read a tensor into Python (the symptom a rewrite removes) or only alias: they
 # are not counted in the coverage's denominator.
@@ -509,55 +510,6 @@ def sequence_of(task, seed: int, torch) -> list[list]:
     return [as_list(seeded(seed, task.get_inputs, torch))]
 
 
-# --------------------------------------------------------------------------- timing
-
-
-def timed_rounds(calls: dict, plan: dict, torch) -> list[dict]:
-    """Rounds of each subject in turn (the order rotating), 3n calls in odd rounds, each after an
-    untimed in-place add over a buffer larger than the caches (quant_judge's scheme)."""
-    flush = torch.empty(plan["flush_mb"] << 18)
-
-    def once(fn, n):
-        c0, w0 = time.process_time(), time.perf_counter()
-        for _ in range(n):
-            fn()
-        return time.perf_counter() - w0, time.process_time() - c0
-
-    with torch.no_grad():
-        sizes = {}
-        for name, fn in calls.items():
-            start = time.perf_counter()
-            while True:
-                fn()
-                if time.perf_counter() - start >= plan["warmup_s"]:
-                    break
-            n, wall = 1, 0.0
-            while n < plan["max_iters"]:
-                wall, _ = once(fn, n)
-                if wall >= plan["target_round_s"] / 4:
-                    break
-                n *= 2
-            sizes[name] = max(1, min(plan["max_iters"], int(n * plan["target_round_s"] / max(wall, 1e-9))))
-        log, names = [], list(calls)
-        for r in range(plan["rounds"]):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                fw, fc = once(lambda: flush.add_(1.0), 1)
-                n = sizes[name] * (3 if r % 2 else 1)
-                wall, cpu = once(calls[name], n)
-                log.append(
-                    {
-                        "subject": name,
-                        "round": r,
-                        "n": n,
-                        "wall_s": wall,
-                        "cpu_s": cpu,
-                        "flush_wall_s": fw,
-                        "flush_cpu_s": fc,
-                    }
-                )
-    return log
-
-
 # --------------------------------------------------------------------------- main
 
 
@@ -682,7 +634,7 @@ def main() -> None:
         calls = {"eager": lambda: ref_model(*inputs), "fixed": lambda: c_new(*inputs)}
         if c_model is not None:
             calls["original"] = lambda: c_model(*inputs)
-        timing = timed_rounds(calls, plan, torch)
+        timing = flushed_rounds(calls, plan, torch, torch.no_grad)
     end = guard.drift(counters_too=False) + isolation_problems(os.path.dirname(plan["fixed"]))
     emit(
         {

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import quant_generate as gen  # noqa: E402
 from assay_harness import emit, load_entry, read_plan  # noqa: E402
+from assay_timing import flushed_rounds  # noqa: E402
 
 SQNR_CAP = 200.0
 # An argmax that flips where fp32's logits for the two classes lie within this many of the row's
@@ -230,54 +231,9 @@ def drift(ref: list, got: list, output: str, torch, tie: float = LOGIT_TIE) -> d
 
 
 def timed_rounds(subjects: dict, inputs: tuple, plan: dict, torch) -> list[dict]:
-    """Rounds of each subject in turn (the order rotating), 3n calls in odd rounds, each after
-    an untimed in-place add over a buffer larger than the caches on every thread (so no subject
-    starts warm, and its CPU over wall time shows the share of the CPUs this process got)."""
-    flush = torch.empty(plan["flush_mb"] << 18)
-
-    def once(fn, n):
-        c0, w0 = time.process_time(), time.perf_counter()
-        for _ in range(n):
-            fn()
-        return time.perf_counter() - w0, time.process_time() - c0
-
-    calls = {}
-    for name, model in subjects.items():
-        calls[name] = (lambda m: lambda: m(*inputs))(model)
-    with torch.inference_mode():
-        sizes = {}
-        for name, fn in calls.items():
-            start = time.perf_counter()
-            while True:  # warm for a time, not only a few calls: a fresh process starts slow
-                fn()
-                if time.perf_counter() - start >= plan["warmup_s"]:
-                    break
-            n = 1
-            while n < plan["max_iters"]:
-                wall, _ = once(fn, n)
-                if wall >= plan["target_round_s"] / 4:
-                    break
-                n *= 2
-            sizes[name] = max(1, min(plan["max_iters"], int(n * plan["target_round_s"] / max(wall, 1e-9))))
-        log = []
-        names = list(calls)
-        for r in range(plan["rounds"]):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                fw, fc = once(lambda: flush.add_(1.0), 1)
-                n = sizes[name] * (3 if r % 2 else 1)
-                wall, cpu = once(calls[name], n)
-                log.append(
-                    {
-                        "subject": name,
-                        "round": r,
-                        "n": n,
-                        "wall_s": wall,
-                        "cpu_s": cpu,
-                        "flush_wall_s": fw,
-                        "flush_cpu_s": fc,
-                    }
-                )
-    return log
+    """The subjects called on the timing inputs, in flushed interleaved rounds (assay_timing)."""
+    calls = {name: (lambda m: lambda: m(*inputs))(model) for name, model in subjects.items()}
+    return flushed_rounds(calls, plan, torch, torch.inference_mode)
 
 
 def machine(torch) -> dict:
