@@ -22,7 +22,7 @@ help:
 	@echo "make test   - install test dependencies, Docker, bubblewrap, PostgreSQL, MCP Inspector; run the suite"
 	@echo "make lint   - ruff check and ruff format --check over the tree (what make test runs first)"
 	@echo "make typecheck - pyright over assay (strict on the shared path; what make test runs second)"
-	@echo "make bench  - run the benchmarks (sandbox, gateway, kernels, autotune, quant) and print their JSON"
+	@echo "make bench  - run the benchmarks (sandbox, gateway, kernels, autotune, quant, compile) and print their JSON"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,7 @@ bench: install sandboxes
 	$(PY) bench/activations.py
 	$(PY) bench/autotune.py
 	$(PY) bench/quant.py
+	$(PY) bench/compile.py
 
 # The newest versions pyproject.toml allows, resolved in a scratch venv, become constraints.txt.
 constraints:
