@@ -112,6 +112,8 @@ def test_escape_hatches_and_wrong_answers_are_refused_by_name(backend, cheat, ch
         ),
         # in effect only while forward runs: seen from inside the compile
         (("patch_in_forward",), ("capture_scalar_outputs changed from False to True",)),
+        # the judge runs the submission in its own process: its functions and its reporting
+        (("judge_patched",), ("the judge.coverage was replaced", "assay_harness._dumps was replaced")),
     ],
 )
 def test_tampering_with_dynamo_is_refused(backend, tmp_path, cheats, words):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import json
 import logging
 import math
 import os
@@ -36,7 +37,7 @@ sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "common", "harness")
 )
 
-from assay_harness import emit, isolation_problems, load_entry, read_plan  # noqa: E402
+from assay_harness import RESULT_MARK, emit, isolation_problems, load_entry, read_plan  # noqa: E402
 from assay_timing import flushed_rounds  # noqa: E402
 
 # Aten ops that read a tensor into Python (the symptom a rewrite removes) or only alias: they
@@ -48,6 +49,7 @@ UNCOUNTED = frozenset(
 # (a user function let in by allow_in_graph) is a call dynamo did not trace into.
 TRACED_MODULES = ("torch", "_operator", "operator", "builtins", "math", "_functools", "functools")
 OP_NAMESPACES = ("aten", "prims", "higher_order")
+REPORTING = "the judge's own functions or its reporting were replaced while the submission ran"
 
 
 def fail(stage: str, message: str) -> None:
@@ -112,6 +114,16 @@ class Guard:
             "torch.utils._python_dispatch": sys.modules["torch.utils._python_dispatch"],
             "TorchDispatchMode": sys.modules["torch.utils._python_dispatch"].TorchDispatchMode,
         }
+        # the judge itself and how it reports: a submission runs in this process and could
+        # reach them (import __main__, import assay_harness)
+        judge = sys.modules["__main__"]
+        self.spaces["the judge"] = judge
+        for name in ("Guard", "Capture", "Recompiles"):
+            if isinstance(getattr(judge, name, None), type):
+                self.spaces[f"the judge's {name}"] = getattr(judge, name)
+        for name in ("assay_harness", "assay_timing", "json", "json.encoder", "os", "builtins"):
+            if name in sys.modules:
+                self.spaces[name] = sys.modules[name]
         if "torch._functorch.aot_autograd" in sys.modules:
             self.spaces["torch._functorch.aot_autograd"] = sys.modules["torch._functorch.aot_autograd"]
         # functions, classes and modules only: module-level data (a frame counter) changes honestly
@@ -567,13 +579,31 @@ def main() -> None:
 
     guard = Guard(torch)
     ctx["guard"] = guard
+    # Bound before the submission runs, so a replaced Guard.drift, emit or json encoder is not
+    # what reports: the refusal line is encoded now, and written with os.write taken now.
+    drift, write, dumps = guard.drift, os.write, json.dumps
+    refusal = (
+        RESULT_MARK + dumps({"ok": True, "original": original, "tamper": [REPORTING]}, default=str) + "\n"
+    ).encode()
+
+    def say(result: dict) -> None:
+        sys.stdout.flush()
+        if not result.get("tamper") and drift(counters_too=False):
+            write(1, refusal)  # something was replaced since the check: trust no encoder now
+            return
+        try:
+            line = (RESULT_MARK + dumps(result, default=str) + "\n").encode()
+        except Exception:  # noqa: BLE001
+            line = refusal
+        write(1, line)
+
     try:
         fixed = load_entry(plan["fixed"], "assay_fixed")
     except Exception:  # noqa: BLE001
         fail("import", traceback.format_exc())
-    problems = isolation_problems(os.path.dirname(plan["fixed"])) + guard.drift()
+    problems = isolation_problems(os.path.dirname(plan["fixed"])) + drift()
     if problems:
-        emit({"ok": True, "original": original, "tamper": problems})
+        say({"ok": True, "original": original, "tamper": problems})
         return
     try:
         new = fixed.ModelNew(*init).eval()
@@ -635,8 +665,8 @@ def main() -> None:
         if c_model is not None:
             calls["original"] = lambda: c_model(*inputs)
         timing = flushed_rounds(calls, plan, torch, torch.no_grad)
-    end = guard.drift(counters_too=False) + isolation_problems(os.path.dirname(plan["fixed"]))
-    emit(
+    end = drift(counters_too=False) + isolation_problems(os.path.dirname(plan["fixed"]))
+    say(
         {
             "ok": True,
             "original": original,
