@@ -597,10 +597,14 @@ def main() -> None:
             line = refusal
         write(1, line)
 
+    def failed(stage: str, message: str) -> None:
+        say({"ok": False, "stage": stage, "error": message[-4000:]})
+        raise SystemExit(0)
+
     try:
         fixed = load_entry(plan["fixed"], "assay_fixed")
     except Exception:  # noqa: BLE001
-        fail("import", traceback.format_exc())
+        failed("import", traceback.format_exc())
     problems = isolation_problems(os.path.dirname(plan["fixed"])) + drift()
     if problems:
         say({"ok": True, "original": original, "tamper": problems})
@@ -609,12 +613,12 @@ def main() -> None:
         new = fixed.ModelNew(*init).eval()
         new.load_state_dict(model.state_dict(), strict=True)
     except Exception:  # noqa: BLE001
-        fail("load", traceback.format_exc())
+        failed("load", traceback.format_exc())
     try:
         with torch.no_grad():
             new_eager = tensors(new(*inputs), torch)
     except Exception:  # noqa: BLE001
-        fail("fixed_eager", traceback.format_exc())
+        failed("fixed_eager", traceback.format_exc())
     figures = graph_figures(new, inputs, sequence, ctx)
 
     # the job's backend: the original's crash or divergence, the fix's parity and speed. Each
@@ -680,10 +684,18 @@ def main() -> None:
     )
 
 
-if __name__ == "__main__":
+def run() -> None:
+    # taken before the submission is imported: an uncaught error after it is reported with these,
+    # never through a function the submission could have replaced
+    write, dumps, format_exc = os.write, json.dumps, traceback.format_exc
     try:
         main()
     except SystemExit:
         raise
     except BaseException:  # noqa: BLE001 - said as the result line, not lost among dynamo's logs
-        fail("harness", traceback.format_exc())
+        text = dumps({"ok": False, "stage": "harness", "error": format_exc()[-4000:]}, default=str)
+        write(1, (RESULT_MARK + text + "\n").encode())
+
+
+if __name__ == "__main__":
+    run()
